@@ -1,0 +1,569 @@
+package persist
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ErrSchema means the leaf_alloc table is missing (and Options.CreateSchema
+// is off) or lacks Leaf's columns.
+var ErrSchema = errors.New("persist: leaf_alloc table missing or not Leaf's")
+
+// Limits of Leaf's columns. They are checked in Go, identically for every
+// backend, so that a tag accepted by one database is accepted by all and
+// nothing is ever truncated or rounded by a database.
+const (
+	// MaxTagLen is the most characters a tag may have (VARCHAR(128)).
+	MaxTagLen = 128
+	// MaxDescriptionLen is the most characters a description may have
+	// (VARCHAR(256)).
+	MaxDescriptionLen = 256
+	// MaxStep is the largest step the table can hold (INT).
+	MaxStep = math.MaxInt32
+)
+
+// Defaults applied by the Open functions to zero Options fields.
+const (
+	DefaultQueryTimeout = 5 * time.Second
+	DefaultBusyTimeout  = 5 * time.Second
+)
+
+// Options tunes a backend. The zero value is usable: zero fields take the
+// backend's defaults.
+type Options struct {
+	// CreateSchema creates leaf_alloc when it is missing. When false and
+	// the table is missing, Open fails with ErrSchema.
+	CreateSchema bool
+	// MaxOpenConns caps the connection pool (idle connections are kept up
+	// to the same number). 0: 4 for SQLite, 10 for MySQL.
+	MaxOpenConns int
+	// ConnMaxLifetime recycles connections after this long. 0: never for
+	// SQLite, 3 minutes for MySQL (below common proxy and server idle limits).
+	ConnMaxLifetime time.Duration
+	// BusyTimeout is how long SQLite waits for another connection's or
+	// process's write lock before failing (SQLite only). 0: DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// QueryTimeout is the deadline put on every call whose context has none.
+	// 0: DefaultQueryTimeout; negative: no deadline.
+	QueryTimeout time.Duration
+	// Logger receives open-time notices and retries. nil: discard.
+	Logger *slog.Logger
+}
+
+// dialect is what differs between the SQL backends; everything else (the
+// statements of the Store and Admin methods, validation, retries) is shared.
+type dialect struct {
+	name string
+	// createTable is run when Options.CreateSchema is set.
+	createTable string
+	// insertIfAbsent inserts (biz_tag, step, description) with max_id = 1,
+	// affecting 0 rows when the tag exists, without hiding other errors.
+	insertIfAbsent string
+	// unavailable tells driver errors that mean "cannot reach or did not
+	// answer", beyond the context and net errors that core checks itself.
+	unavailable func(error) bool
+	// retryable tells errors after which the whole transaction was rolled
+	// back and may simply be run again (deadlocks, lock wait timeouts).
+	retryable func(error) bool
+	// noTable tells the error of a query on a missing table.
+	noTable func(error) bool
+}
+
+// core implements Store and Admin on database/sql for one dialect. The SQL
+// sticks to what SQLite, MySQL 5.7+, MariaDB 10.x and TiDB all accept, with
+// ? placeholders for every value: tag names are opaque data.
+type core struct {
+	db           *sql.DB
+	d            *dialect
+	queryTimeout time.Duration
+	log          *slog.Logger
+}
+
+func newCore(db *sql.DB, d *dialect, opts Options) *core {
+	qt := opts.QueryTimeout
+	if qt == 0 {
+		qt = DefaultQueryTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &core{db: db, d: d, queryTimeout: qt, log: log}
+}
+
+// pool applies the pool settings of opts, with the backend's defaults.
+func pool(db *sql.DB, opts Options, defConns int, defLifetime time.Duration) {
+	n := opts.MaxOpenConns
+	if n <= 0 {
+		n = defConns
+	}
+	life := opts.ConnMaxLifetime
+	if life == 0 {
+		life = defLifetime
+	}
+	db.SetMaxOpenConns(n)
+	// database/sql keeps 2 idle connections by default: under load that
+	// means opening and closing connections all the time.
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(life)
+}
+
+const columns = `biz_tag, max_id, step, description, update_time`
+
+// initSchema creates the table when asked and checks that it is there with
+// Leaf's columns.
+func (c *core) initSchema(ctx context.Context, create bool) error {
+	ctx, cancel := c.deadline(ctx)
+	defer cancel()
+	if err := c.db.PingContext(ctx); err != nil {
+		return c.wrap(err)
+	}
+	if create {
+		if _, err := c.db.ExecContext(ctx, c.d.createTable); err != nil {
+			return fmt.Errorf("create table leaf_alloc: %w", c.wrap(err))
+		}
+	}
+	rows, err := c.db.QueryContext(ctx, `SELECT `+columns+` FROM leaf_alloc WHERE 1 = 0`)
+	if err != nil {
+		switch {
+		case c.d.noTable(err):
+			return fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
+		case c.isUnavailable(err):
+			return c.wrap(err)
+		}
+		return fmt.Errorf("%w: %w", ErrSchema, err)
+	}
+	return rows.Close()
+}
+
+// deadline puts the query timeout on ctx when it has no deadline.
+func (c *core) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.queryTimeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.queryTimeout)
+}
+
+// isUnavailable tells errors that mean the database could not be reached
+// or did not answer in time.
+func (c *core) isUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return c.d.unavailable(err)
+}
+
+// wrap adds ErrUnavailable to the chain of connection and timeout errors,
+// keeping the original error in the chain too.
+func (c *core) wrap(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if c.isUnavailable(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// Retry policy for deadlocks and lock wait timeouts: exponential backoff
+// with jitter, as long as the context's deadline allows.
+const (
+	maxAttempts  = 8
+	firstBackoff = 2 * time.Millisecond
+	maxBackoff   = 200 * time.Millisecond
+)
+
+// do runs fn under the query deadline, retrying it while it fails with a
+// retryable error, and wraps the final error with the operation's name.
+func (c *core) do(ctx context.Context, op, tag string, fn func(context.Context) error) error {
+	ctx, cancel := c.deadline(ctx)
+	defer cancel()
+	backoff := firstBackoff
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt == maxAttempts || !c.d.retryable(err) || ctx.Err() != nil {
+			return c.opErr(op, tag, err)
+		}
+		// Half fixed, half random, so that the transactions that collided
+		// do not collide again at once.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return c.opErr(op, tag, err)
+		}
+		c.log.Debug("persist: retrying", "backend", c.d.name, "op", op, "tag", tag, "attempt", attempt, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return c.opErr(op, tag, err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// opErr names the operation and the tag (if any) in front of err.
+func (c *core) opErr(op, tag string, err error) error {
+	if tag == "" {
+		return fmt.Errorf("%s: %w", op, c.wrap(err))
+	}
+	return fmt.Errorf("%s %q: %w", op, tag, c.wrap(err))
+}
+
+// inTx runs fn in a transaction and commits it. With SQLite the driver
+// begins it IMMEDIATE, so the write lock is taken up front.
+func (c *core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Take reserves the next range of tag: max_id += size (the row's step when
+// size <= 0) and reads max_id back, in one transaction. ErrNotFound when the
+// tag has no row; ErrOverflow, with the row unchanged, when max_id would
+// pass math.MaxInt64; ErrInvalid for a bad tag, or when size <= 0 and the
+// row's step is not positive.
+func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) {
+	if err := checkTag(tag); err != nil {
+		return Range{}, fmt.Errorf("take %q: %w", tag, err)
+	}
+	var r Range
+	err := c.do(ctx, "take", tag, func(ctx context.Context) error {
+		return c.inTx(ctx, func(tx *sql.Tx) error {
+			var res sql.Result
+			var err error
+			// The WHERE clause refuses an overflow instead of letting the
+			// database fail (MySQL) or turn max_id into a float (SQLite).
+			if size > 0 {
+				res, err = tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP
+					WHERE biz_tag = ? AND max_id <= ?`, size, tag, math.MaxInt64-size)
+			} else {
+				res, err = tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
+					WHERE biz_tag = ? AND step > 0 AND max_id <= ? - (CASE WHEN step > 0 THEN step ELSE 0 END)`,
+					tag, int64(math.MaxInt64))
+			}
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			var maxID, step int64
+			err = tx.QueryRowContext(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&maxID, &step)
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			if n != 1 {
+				if size <= 0 && step <= 0 {
+					return fmt.Errorf("%w: the row's step is %d", ErrInvalid, step)
+				}
+				return fmt.Errorf("%w: max_id is %d", ErrOverflow, maxID)
+			}
+			s := size
+			if s <= 0 {
+				s = step
+			}
+			r = Range{Start: maxID - s, End: maxID, Step: step}
+			return nil
+		})
+	})
+	if err != nil {
+		return Range{}, err
+	}
+	return r, nil
+}
+
+// Tags lists every row, ordered by name.
+func (c *core) Tags(ctx context.Context) ([]Tag, error) {
+	var tags []Tag
+	err := c.do(ctx, "tags", "", func(ctx context.Context) error {
+		tags = tags[:0]
+		rows, err := c.db.QueryContext(ctx, `SELECT `+columns+` FROM leaf_alloc ORDER BY biz_tag`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			t, err := scanTag(rows)
+			if err != nil {
+				return err
+			}
+			tags = append(tags, t)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tags, nil
+}
+
+// Tag reads one row; ErrNotFound when missing.
+func (c *core) Tag(ctx context.Context, name string) (Tag, error) {
+	if err := checkTag(name); err != nil {
+		return Tag{}, fmt.Errorf("tag %q: %w", name, err)
+	}
+	var t Tag
+	err := c.do(ctx, "tag", name, func(ctx context.Context) error {
+		var err error
+		t, err = readTag(ctx, c.db, name)
+		return err
+	})
+	return t, err
+}
+
+// Create inserts a tag with max_id = 1. It reports false, and no error,
+// when the tag already exists; that row is left untouched. ErrInvalid for
+// a bad tag, a step outside [1, MaxStep] or a description that is too long.
+func (c *core) Create(ctx context.Context, name string, step int64, description string) (bool, error) {
+	if err := checkTag(name); err != nil {
+		return false, fmt.Errorf("create %q: %w", name, err)
+	}
+	if err := checkStep(step); err != nil {
+		return false, fmt.Errorf("create %q: %w", name, err)
+	}
+	if err := checkDescription(description); err != nil {
+		return false, fmt.Errorf("create %q: %w", name, err)
+	}
+	var created bool
+	err := c.do(ctx, "create", name, func(ctx context.Context) error {
+		res, err := c.db.ExecContext(ctx, c.d.insertIfAbsent, name, step, description)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		created = n == 1
+		return err
+	})
+	return created, err
+}
+
+// GiveBack sets max_id to `to` only if it is still `from` (compare-and-set)
+// and reports whether it matched. ErrInvalid unless 1 <= to < from;
+// ErrNotFound when the row does not exist.
+func (c *core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
+	if err := checkTag(tag); err != nil {
+		return false, fmt.Errorf("give back %q: %w", tag, err)
+	}
+	if to < 1 || to >= from {
+		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, ErrInvalid, from, to)
+	}
+	var matched bool
+	err := c.do(ctx, "give back", tag, func(ctx context.Context) error {
+		// to != from, so "changed" and "matched" are the same count on
+		// MySQL, which reports changed rows.
+		res, err := c.db.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ? AND max_id = ?`, to, tag, from)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		matched = n == 1
+		if !matched {
+			return exists(ctx, c.db, tag)
+		}
+		return nil
+	})
+	return matched, err
+}
+
+// SetStep changes the table's step. ErrNotFound when missing; ErrInvalid
+// for a step outside [1, MaxStep].
+func (c *core) SetStep(ctx context.Context, tag string, step int64) error {
+	if err := checkTag(tag); err != nil {
+		return fmt.Errorf("set step %q: %w", tag, err)
+	}
+	if err := checkStep(step); err != nil {
+		return fmt.Errorf("set step %q: %w", tag, err)
+	}
+	return c.do(ctx, "set step", tag, func(ctx context.Context) error {
+		return c.inTx(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP
+				WHERE biz_tag = ?`, step, tag)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				// MySQL counts changed rows: 0 also when the step and
+				// the second of update_time were already those.
+				return exists(ctx, tx, tag)
+			}
+			return nil
+		})
+	})
+}
+
+// RaiseFloor sets max_id = floor+1 when max_id is lower, never lowering it,
+// and returns the row after the change and whether max_id moved.
+// ErrNotFound when missing; ErrOverflow when floor is math.MaxInt64.
+func (c *core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bool, error) {
+	if err := checkTag(tag); err != nil {
+		return Tag{}, false, fmt.Errorf("raise floor %q: %w", tag, err)
+	}
+	if floor == math.MaxInt64 {
+		return Tag{}, false, fmt.Errorf("raise floor %q: %w: floor %d", tag, ErrOverflow, floor)
+	}
+	var t Tag
+	var moved bool
+	err := c.do(ctx, "raise floor", tag, func(ctx context.Context) error {
+		return c.inTx(ctx, func(tx *sql.Tx) error {
+			// max_id < floor+1 makes every matched row a changed row, so
+			// MySQL's changed-rows count is the matched count here.
+			res, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+				WHERE biz_tag = ? AND max_id < ?`, floor+1, tag, floor+1)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			moved = n == 1
+			t, err = readTag(ctx, tx, tag)
+			return err
+		})
+	})
+	if err != nil {
+		return Tag{}, false, err
+	}
+	return t, moved, nil
+}
+
+// Close releases the database handle.
+func (c *core) Close() error { return c.db.Close() }
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func readTag(ctx context.Context, q querier, name string) (Tag, error) {
+	t, err := scanTag(q.QueryRowContext(ctx, `SELECT `+columns+` FROM leaf_alloc WHERE biz_tag = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Tag{}, ErrNotFound
+	}
+	return t, err
+}
+
+// exists returns nil when the row exists and ErrNotFound when it does not.
+func exists(ctx context.Context, q querier, name string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM leaf_alloc WHERE biz_tag = ?`, name).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTag(s scanner) (Tag, error) {
+	var t Tag
+	var desc sql.NullString
+	err := s.Scan(&t.Name, &t.MaxID, &t.Step, &desc, (*timeScanner)(&t.UpdateTime))
+	t.Description = desc.String
+	return t, err
+}
+
+// timeScanner reads update_time leniently: it is informational, and a row
+// written by hand or by another tool must not make Tags fail.
+type timeScanner time.Time
+
+// Scan implements sql.Scanner.
+func (ts *timeScanner) Scan(v any) error {
+	switch v := v.(type) {
+	case time.Time:
+		*ts = timeScanner(v.UTC())
+	case string:
+		*ts = timeScanner(parseTime(v))
+	case []byte:
+		*ts = timeScanner(parseTime(string(v)))
+	case int64:
+		*ts = timeScanner(time.Unix(v, 0).UTC())
+	default:
+		*ts = timeScanner(time.Time{})
+	}
+	return nil
+}
+
+func parseTime(s string) time.Time {
+	for _, layout := range []string{time.DateTime, time.RFC3339Nano, "2006-01-02 15:04:05.999999999", time.DateOnly} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC()
+		}
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(n, 0).UTC()
+	}
+	return time.Time{}
+}
+
+// checkTag accepts what every backend stores byte-exact and tells apart:
+// non-empty valid UTF-8 of at most MaxTagLen characters, not ending in a
+// space (MySQL's PAD SPACE collations compare "a" and "a " as equal).
+func checkTag(tag string) error {
+	switch {
+	case tag == "":
+		return fmt.Errorf("%w: empty tag", ErrInvalid)
+	case !utf8.ValidString(tag):
+		return fmt.Errorf("%w: tag is not valid UTF-8", ErrInvalid)
+	case utf8.RuneCountInString(tag) > MaxTagLen:
+		return fmt.Errorf("%w: tag longer than %d characters", ErrInvalid, MaxTagLen)
+	case strings.HasSuffix(tag, " "):
+		return fmt.Errorf("%w: tag ends with a space", ErrInvalid)
+	}
+	return nil
+}
+
+func checkStep(step int64) error {
+	if step < 1 || step > MaxStep {
+		return fmt.Errorf("%w: step %d not in [1, %d]", ErrInvalid, step, MaxStep)
+	}
+	return nil
+}
+
+func checkDescription(d string) error {
+	if !utf8.ValidString(d) {
+		return fmt.Errorf("%w: description is not valid UTF-8", ErrInvalid)
+	}
+	if utf8.RuneCountInString(d) > MaxDescriptionLen {
+		return fmt.Errorf("%w: description longer than %d characters", ErrInvalid, MaxDescriptionLen)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package persist
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// MySQL is the backend for MySQL 5.7+, MariaDB 10.x and TiDB, on Leaf's own
+// leaf_alloc table, so existing Leaf databases work unchanged.
+type MySQL struct {
+	*core
+}
+
+var (
+	_ Store = (*MySQL)(nil)
+	_ Admin = (*MySQL)(nil)
+)
+
+// The DDL of DESIGN.md §2, columns verbatim. The table options matter when
+// we create the table: InnoDB for row locks, and a binary collation so that
+// tags are compared byte for byte ("Order" and "order", "é" and "e" are
+// different tags), as SQLite does. An existing table is used as it is.
+const mysqlCreateTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
+  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+  max_id      BIGINT       NOT NULL DEFAULT 1,
+  step        INT          NOT NULL,
+  description VARCHAR(256) DEFAULT NULL,
+  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// Server error numbers.
+const (
+	erLockWaitTimeout  = 1205
+	erLockDeadlock     = 1213
+	erNoSuchTable      = 1146
+	erConCount         = 1040 // too many connections
+	erServerShutdown   = 1053
+	erQueryInterrupted = 1317
+	erReadOnly         = 1290 // --read-only, e.g. a demoted primary
+	erReadOnlyTx       = 1792
+	erReadOnlyMode     = 1836
+	erConnKilled       = 1927 // MariaDB
+	erMaxExecTime      = 3024
+	erTiDBWriteConfl   = 9007 // TiDB optimistic transaction conflict
+	erTiDBTxnRetry     = 8022
+	erTiDBForUpdConfl  = 8002
+)
+
+func mysqlDialect() *dialect {
+	return &dialect{
+		name:        "mysql",
+		createTable: mysqlCreateTable,
+		// Not INSERT IGNORE: it turns errors such as truncation into
+		// warnings. With ON DUPLICATE KEY UPDATE and CLIENT_FOUND_ROWS
+		// off, an existing, unchanged row counts 0 rows.
+		insertIfAbsent: `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time)
+		VALUES (?, 1, ?, ?, CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
+		unavailable: func(err error) bool {
+			if errors.Is(err, mysql.ErrInvalidConn) {
+				return true
+			}
+			switch mysqlErrNo(err) {
+			case erLockWaitTimeout, erLockDeadlock, erConCount, erServerShutdown, erQueryInterrupted,
+				erReadOnly, erReadOnlyTx, erReadOnlyMode, erConnKilled, erMaxExecTime,
+				erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl:
+				return true
+			}
+			return false
+		},
+		// The server rolled the transaction (1205: the statement; inTx rolls
+		// back the rest) back, so running it again is safe.
+		retryable: func(err error) bool {
+			switch mysqlErrNo(err) {
+			case erLockWaitTimeout, erLockDeadlock, erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl:
+				return true
+			}
+			return false
+		},
+		noTable: func(err error) bool { return mysqlErrNo(err) == erNoSuchTable },
+	}
+}
+
+func mysqlErrNo(err error) uint16 {
+	var e *mysql.MySQLError
+	if errors.As(err, &e) {
+		return e.Number
+	}
+	return 0
+}
+
+// OpenMySQL connects with a go-sql-driver DSN such as
+// "leaf:secret@tcp(127.0.0.1:3306)/leaf". It forces parseTime=true and
+// clientFoundRows=false, sets timeout=5s, readTimeout=30s, writeTimeout=30s,
+// a UTC session time zone and a strict sql_mode unless the DSN sets them,
+// and on TiDB pessimistic transactions (an optimistic transaction's
+// automatic retry could hand out a range twice). Errors never include the
+// password.
+func OpenMySQL(ctx context.Context, dsn string, opts Options) (*MySQL, error) {
+	cfg, err := mysqlConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("persist: open mysql %s: %w", RedactDSN(dsn), err)
+	}
+	m, err := openMySQL(ctx, cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("persist: open mysql %s: %w", RedactDSN(dsn), err)
+	}
+	return m, nil
+}
+
+func openMySQL(ctx context.Context, cfg *mysql.Config, opts Options) (*MySQL, error) {
+	m, err := connectMySQL(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := cfg.Params["tidb_txn_mode"]; !ok {
+		tidb, err := m.isTiDB(ctx)
+		if err != nil {
+			_ = m.Close()
+			return nil, err
+		}
+		if tidb {
+			_ = m.Close()
+			cfg.Params["tidb_txn_mode"] = "'pessimistic'"
+			if m, err = connectMySQL(cfg, opts); err != nil {
+				return nil, err
+			}
+			m.log.Info("persist: TiDB detected, using pessimistic transactions")
+		}
+	}
+	if err := m.initSchema(ctx, opts.CreateSchema); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	m.warnCollation(ctx)
+	m.log.Info("persist: mysql open", "addr", cfg.Addr, "db", cfg.DBName)
+	return m, nil
+}
+
+func connectMySQL(cfg *mysql.Config, opts Options) (*MySQL, error) {
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	pool(db, opts, 10, 3*time.Minute)
+	return &MySQL{core: newCore(db, mysqlDialect(), opts)}, nil
+}
+
+// mysqlConfig parses dsn and applies the settings OpenMySQL documents.
+func mysqlConfig(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's messages do not quote the DSN, but be sure.
+		return nil, fmt.Errorf("%w: bad DSN: %s", ErrInvalid, strings.ReplaceAll(err.Error(), dsn, RedactDSN(dsn)))
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("%w: the DSN names no database", ErrInvalid)
+	}
+	cfg.ParseTime = true
+	// Create and SetStep read RowsAffected as changed rows.
+	cfg.ClientFoundRows = false
+	// A read-only server (a demoted primary) drops the connection, so the
+	// pool finds the new primary.
+	cfg.RejectReadOnly = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	// TIMESTAMP values come back in the session time zone and the driver
+	// reads them in cfg.Loc (UTC by default): make the two agree.
+	if _, ok := cfg.Params["time_zone"]; !ok && cfg.Loc == time.UTC {
+		cfg.Params["time_zone"] = "'+00:00'"
+	}
+	// Strict mode turns truncation and bad characters into errors instead
+	// of silently storing another tag.
+	if _, ok := cfg.Params["sql_mode"]; !ok {
+		cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+	}
+	return cfg, nil
+}
+
+func (m *MySQL) isTiDB(ctx context.Context) (bool, error) {
+	ctx, cancel := m.deadline(ctx)
+	defer cancel()
+	var v string
+	if err := m.db.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&v); err != nil {
+		return false, m.wrap(err)
+	}
+	return strings.Contains(strings.ToLower(v), "tidb"), nil
+}
+
+// warnCollation logs when biz_tag compares case- or accent-insensitively
+// (a table made by Leaf's DDL in a database with such a default): then
+// tags like "Order" and "order" share one row. IDs stay unique, but the two
+// tags share one sequence.
+func (m *MySQL) warnCollation(ctx context.Context) {
+	ctx, cancel := m.deadline(ctx)
+	defer cancel()
+	var coll sql.NullString
+	err := m.db.QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'biz_tag'`).Scan(&coll)
+	if err != nil || !coll.Valid || strings.HasSuffix(coll.String, "_bin") {
+		return
+	}
+	m.log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row",
+		"collation", coll.String)
+}
+
+// RedactDSN returns dsn with its password replaced by ***, for logs and
+// error messages. It splits the DSN as go-sql-driver does
+// (user:password@net(addr)/db?params, the password may hold '@' and '/').
+func RedactDSN(dsn string) string {
+	end := strings.LastIndexByte(dsn, '/')
+	if end < 0 {
+		end = len(dsn)
+	}
+	at := strings.LastIndexByte(dsn[:end], '@')
+	if at < 0 {
+		return dsn
+	}
+	colon := strings.IndexByte(dsn[:at], ':')
+	if colon < 0 {
+		return dsn
+	}
+	return dsn[:colon+1] + "***" + dsn[at:]
+}

@@ -1,0 +1,194 @@
+package persist_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/storetest"
+)
+
+func TestMySQL(t *testing.T) { storetest.Run(t, storetest.MySQL) }
+
+func TestRedactDSN(t *testing.T) {
+	tests := []struct{ dsn, want string }{
+		{"leaf:secret@tcp(127.0.0.1:3306)/leaf", "leaf:***@tcp(127.0.0.1:3306)/leaf"},
+		{"leaf:p@ss/w:rd@tcp(db:3306)/leaf?parseTime=true", "leaf:***@tcp(db:3306)/leaf?parseTime=true"},
+		{"leaf@tcp(127.0.0.1:3306)/leaf", "leaf@tcp(127.0.0.1:3306)/leaf"},
+		{"leaf:@unix(/run/mysqld.sock)/leaf", "leaf:***@unix(/run/mysqld.sock)/leaf"},
+		{"/leaf", "/leaf"},
+		{"leaf:secret@tcp(127.0.0.1:3306)", "leaf:***@tcp(127.0.0.1:3306)"},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.dsn, func(t *testing.T) {
+			if got := persist.RedactDSN(tc.dsn); got != tc.want {
+				t.Errorf("RedactDSN(%q) = %q, want %q", tc.dsn, got, tc.want)
+			}
+		})
+	}
+}
+
+// Open errors say what went wrong without the password.
+func TestOpenMySQLErrors(t *testing.T) {
+	const pw = "s3cr3t-pw"
+	tests := []struct {
+		name string
+		dsn  string
+		want error
+	}{
+		{"Unreachable", "leaf:" + pw + "@tcp(127.0.0.1:1)/leaf", persist.ErrUnavailable},
+		{"BadDSN", "leaf:" + pw + "@tcp(127.0.0.1:3306/leaf?x=(", persist.ErrInvalid},
+		{"BadParam", "leaf:" + pw + "@tcp(127.0.0.1:3306)/leaf?timeout=soon", persist.ErrInvalid},
+		{"OddPassword", "leaf:" + pw + "@/)(@tcp(127.0.0.1:1)/leaf", persist.ErrUnavailable},
+		{"NoDatabase", "leaf:" + pw + "@tcp(127.0.0.1:3306)/", persist.ErrInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := persist.OpenMySQL(ctx, tc.dsn, persist.Options{CreateSchema: true})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Fatalf("error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+func TestMySQLWithoutSchema(t *testing.T) {
+	dsn := storetest.MySQLDSN(t)
+	_, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{})
+	if !errors.Is(err, persist.ErrSchema) || !strings.Contains(err.Error(), "leaf_alloc") {
+		t.Fatalf("err = %v, want ErrSchema naming leaf_alloc", err)
+	}
+	cfg, _ := mysql.ParseDSN(dsn)
+	if strings.Contains(err.Error(), cfg.Passwd) {
+		t.Fatalf("error shows the password: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// A table made with Leaf's DDL verbatim, in a database whose default
+// collation is case-insensitive (as most are), works as it is; the store
+// warns that such tags share rows.
+func TestMySQLExistingLeafTable(t *testing.T) {
+	dsn := storetest.MySQLDSN(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range []string{
+		`ALTER DATABASE CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci`,
+		`CREATE TABLE leaf_alloc (
+		  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+		  max_id      BIGINT       NOT NULL DEFAULT 1,
+		  step        INT          NOT NULL,
+		  description VARCHAR(256) DEFAULT NULL,
+		  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+		  PRIMARY KEY (biz_tag)
+		)`,
+		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')`,
+	} {
+		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	s, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.Contains(logs.String(), "not compared byte for byte") {
+		t.Errorf("no collation warning; logs:\n%s", logs.String())
+	}
+	r, err := s.Take(t.Context(), "leaf-segment-test", 0)
+	if err != nil || r != (persist.Range{Start: 1, End: 2001, Step: 2000}) {
+		t.Fatalf("Take = %+v, %v", r, err)
+	}
+	// Case-insensitive: the same row, so still no repeated ID.
+	r, err = s.Take(t.Context(), "LEAF-SEGMENT-TEST", 0)
+	if err != nil || r != (persist.Range{Start: 2001, End: 4001, Step: 2000}) {
+		t.Fatalf("Take in other case = %+v, %v", r, err)
+	}
+	tag, err := s.Tag(t.Context(), "leaf-segment-test")
+	if err != nil || tag.MaxID != 4001 || tag.Description != "Test leaf Segment Mode Get Id" || tag.UpdateTime.IsZero() {
+		t.Fatalf("Tag = %+v, %v", tag, err)
+	}
+}
+
+// A row lock held by another session makes Take wait; the query timeout
+// bounds the wait and the failure is ErrUnavailable.
+func TestMySQLLockedTimesOut(t *testing.T) {
+	dsn := storetest.MySQLDSN(t)
+	s, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{CreateSchema: true, QueryTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var maxID int64
+	if err := tx.QueryRowContext(t.Context(), `SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' FOR UPDATE`).Scan(&maxID); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.Take(t.Context(), "t", 0)
+	if !errors.Is(err, persist.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Take under a held lock: err = %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Take waited %v, want about the 300ms query timeout", d)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// The abandoned statement may hold the lock until the server notices;
+	// give this call a deadline of its own.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if r, err := s.Take(ctx, "t", 0); err != nil || r.Start != 1 {
+		t.Fatalf("Take after the lock = %+v, %v; want the first range", r, err)
+	}
+}

@@ -1,0 +1,266 @@
+package persist_test
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/storetest"
+)
+
+func TestSQLite(t *testing.T) { storetest.Run(t, storetest.SQLite) }
+
+func openSQLite(t *testing.T, path string, create bool) *persist.SQLite {
+	t.Helper()
+	s, err := persist.OpenSQLite(t.Context(), path, persist.Options{CreateSchema: create, BusyTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("OpenSQLite(%q): %v", path, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestOpenSQLitePaths(t *testing.T) {
+	tests := []struct {
+		name string
+		rel  string
+	}{
+		{"MissingParents", filepath.Join("a", "b", "c", "leaf.db")},
+		{"OddCharacters", filepath.Join("we?ird #dir %20", "leaf db?x=1.db")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tc.rel)
+			s := openSQLite(t, path, true)
+			if s.Path() != path {
+				t.Errorf("Path() = %q, want %q", s.Path(), path)
+			}
+			if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+				t.Fatalf("database file at %q: %v", path, err)
+			}
+		})
+	}
+}
+
+func TestOpenSQLiteRefusesNonFiles(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "file:x.db?mode=memory"} {
+		_, err := persist.OpenSQLite(t.Context(), path, persist.Options{CreateSchema: true})
+		if !errors.Is(err, persist.ErrInvalid) {
+			t.Errorf("OpenSQLite(%q) err = %v, want ErrInvalid", path, err)
+		}
+	}
+}
+
+func TestOpenSQLiteWithoutSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	_, err := persist.OpenSQLite(t.Context(), path, persist.Options{})
+	if !errors.Is(err, persist.ErrSchema) || !strings.Contains(err.Error(), "leaf_alloc") {
+		t.Fatalf("OpenSQLite without the table and without CreateSchema: err = %v, want ErrSchema naming leaf_alloc", err)
+	}
+	s := openSQLite(t, path, true)
+	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Now the table exists: opening without CreateSchema works and sees it.
+	s2 := openSQLite(t, path, false)
+	if tag, err := s2.Tag(t.Context(), "t"); err != nil || tag.Step != 10 {
+		t.Fatalf("Tag on the second handle = %+v, %v", tag, err)
+	}
+}
+
+// A file laid out as Leaf's (the table made by hand, a row inserted the way
+// Leaf's docs do) is used as it is.
+func TestSQLiteExistingTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`CREATE TABLE leaf_alloc (
+		  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+		  max_id      BIGINT       NOT NULL DEFAULT 1,
+		  step        INT          NOT NULL,
+		  description VARCHAR(256) DEFAULT NULL,
+		  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+		  PRIMARY KEY (biz_tag))`,
+		`INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES ('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = db.Close()
+
+	s := openSQLite(t, path, false)
+	r, err := s.Take(t.Context(), "leaf-segment-test", 0)
+	if err != nil || r != (persist.Range{Start: 1, End: 2001, Step: 2000}) {
+		t.Fatalf("Take = %+v, %v", r, err)
+	}
+	tag, err := s.Tag(t.Context(), "leaf-segment-test")
+	if err != nil || tag.Description != "Test leaf Segment Mode Get Id" || tag.UpdateTime.IsZero() {
+		t.Fatalf("Tag = %+v, %v", tag, err)
+	}
+}
+
+func TestSQLiteFileIsWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	s := openSQLite(t, path, true)
+	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	// journal_mode=WAL is a property of the file: another, plain
+	// connection sees it.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
+	}
+}
+
+// envChild tells the test binary, re-run by TestSQLiteProcesses, to act as
+// one of the processes sharing the file.
+const envChild = "LEAF_TEST_SQLITE_CHILD"
+
+// TestSQLiteProcesses runs several processes taking ranges of one tag in
+// one file at once: their ranges must not overlap and must leave no hole.
+func TestSQLiteProcesses(t *testing.T) {
+	if path := os.Getenv(envChild); path != "" {
+		sqliteChild(t, path)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	s := openSQLite(t, path, true)
+	if _, err := s.Create(t.Context(), "hot", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	const procs = 4
+	outs := make([][]byte, procs)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSQLiteProcesses$", "-test.count=1")
+			cmd.Env = append(os.Environ(), envChild+"="+path)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("process %d: %v\n%s%s", i, err, out, stderr.Bytes())
+			}
+			outs[i] = out
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	var ranges []persist.Range
+	for i, out := range outs {
+		n := 0
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			var r persist.Range
+			if _, err := fmt.Sscanf(sc.Text(), "range %d %d %d", &r.Start, &r.End, &r.Step); err == nil {
+				ranges = append(ranges, r)
+				n++
+			}
+		}
+		if n != childTakes {
+			t.Fatalf("process %d reported %d ranges, want %d:\n%s", i, n, childTakes, out)
+		}
+	}
+	slices.SortFunc(ranges, func(a, b persist.Range) int { return cmp.Compare(a.Start, b.Start) })
+	next := int64(1)
+	for _, r := range ranges {
+		if r.Start != next || r.Size() <= 0 {
+			t.Fatalf("range %+v, want one starting at %d", r, next)
+		}
+		next = r.End
+	}
+	tag, err := s.Tag(t.Context(), "hot")
+	if err != nil || tag.MaxID != next {
+		t.Fatalf("max_id = %d, %v; ranges end at %d", tag.MaxID, err, next)
+	}
+}
+
+const childTakes = 300
+
+func sqliteChild(t *testing.T, path string) {
+	s, err := persist.OpenSQLite(t.Context(), path, persist.Options{BusyTimeout: 30 * time.Second, QueryTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	for i := range childTakes {
+		r, err := s.Take(t.Context(), "hot", int64(i%4)) // 0 is the row's step
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(w, "range %d %d %d\n", r.Start, r.End, r.Step)
+	}
+}
+
+// A write lock held elsewhere (another process) makes Take wait; the query
+// timeout bounds the wait and the failure is ErrUnavailable.
+func TestSQLiteLockedTimesOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	s, err := persist.OpenSQLite(t.Context(), path, persist.Options{
+		CreateSchema: true, BusyTimeout: 30 * time.Second, QueryTimeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.Take(t.Context(), "t", 0)
+	if !errors.Is(err, persist.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Take under a held lock: err = %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Take waited %v, want about the 300ms query timeout", d)
+	}
+	if _, err := conn.ExecContext(t.Context(), `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Take(t.Context(), "t", 0); err != nil || r.Start != 1 {
+		t.Fatalf("Take after the lock = %+v, %v; want the first range", r, err)
+	}
+}

@@ -1,0 +1,82 @@
+// Package persist stores the ID ranges that leaf hands out, in Meituan Leaf's
+// own table (leaf_alloc), so that existing Leaf databases work unchanged.
+//
+// A Store is the whole contract between the allocator and a database: take a
+// range by moving max_id up in one transaction, list and read tags, create a
+// tag, and give an unused tail back with a compare-and-set. Every backend
+// (sqlite.go, mysql.go) passes the shared conformance suite in storetest.
+package persist
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them with %w; callers match with errors.Is.
+var (
+	// ErrNotFound: no row for the tag.
+	ErrNotFound = errors.New("persist: tag not found")
+	// ErrInvalid: an argument the store refuses (empty tag, size <= 0, ...).
+	ErrInvalid = errors.New("persist: invalid argument")
+	// ErrOverflow: taking the range would push max_id past the int64 range.
+	ErrOverflow = errors.New("persist: max_id would overflow")
+	// ErrUnavailable: the database could not be reached or did not answer
+	// in time. Other driver errors are wrapped as they come.
+	ErrUnavailable = errors.New("persist: database unavailable")
+)
+
+// Tag is one row of leaf_alloc.
+type Tag struct {
+	Name        string
+	MaxID       int64 // end (exclusive) of the highest range handed out
+	Step        int64 // the table's step: the floor of the adaptive step
+	Description string
+	UpdateTime  time.Time
+}
+
+// Range is a reserved block of IDs [Start, End) and the row's step at the
+// time it was taken.
+type Range struct {
+	Start int64 // first ID, inclusive
+	End   int64 // the row's new max_id: last ID + 1
+	Step  int64 // the table's step (the adaptive step's floor)
+}
+
+// Size is the number of IDs in the range.
+func (r Range) Size() int64 { return r.End - r.Start }
+
+// Store is the database behind the allocator. Every method takes a context
+// and honours its deadline. Implementations are safe for concurrent use,
+// also by several processes sharing one database.
+type Store interface {
+	// Take reserves the next range of the tag: max_id += size, read back,
+	// in one transaction. size <= 0 means the table's step.
+	// ErrNotFound when the tag has no row.
+	Take(ctx context.Context, tag string, size int64) (Range, error)
+	// Tags lists every row.
+	Tags(ctx context.Context) ([]Tag, error)
+	// Tag reads one row; ErrNotFound when missing.
+	Tag(ctx context.Context, name string) (Tag, error)
+	// Create inserts a tag with max_id = 1 and the given step. It reports
+	// false, and no error, when the tag already exists.
+	Create(ctx context.Context, name string, step int64, description string) (bool, error)
+	// GiveBack lowers max_id from `from` to `to` only if max_id is still
+	// `from` (compare-and-set), so it never lowers a range another server
+	// took. It reports whether the row matched.
+	GiveBack(ctx context.Context, tag string, from, to int64) (bool, error)
+	// Close releases the database handle.
+	Close() error
+}
+
+// Admin holds the operator's changes to a row. It is kept apart from Store
+// so the allocator's contract stays small; every backend implements both.
+type Admin interface {
+	// SetStep changes the table's step. ErrNotFound when missing;
+	// ErrInvalid when step <= 0.
+	SetStep(ctx context.Context, tag string, step int64) error
+	// RaiseFloor makes every later ID greater than floor: it sets
+	// max_id = floor+1 when max_id is lower, and never lowers it. It
+	// returns the row after the change and whether max_id moved.
+	RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bool, error)
+}

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# A throwaway MariaDB for tests: its own data directory, socket and pid file
+# under <dir>, listening on a free port on 127.0.0.1. No system service or
+# system configuration file is used or touched.
+#
+#   scripts/mariadb.sh start <dir>   start it (installing mariadb-server from
+#                                    Debian's packages first when missing and
+#                                    run as root); prints
+#                                    LEAF_TEST_MYSQL_DSN=leaf:<pw>@tcp(127.0.0.1:<port>)/leaf
+#                                    and writes it to <dir>/dsn
+#   scripts/mariadb.sh stop <dir>    stop it by the PID in <dir>/mariadb.pid and wait
+#
+# The user "leaf" may create and drop databases named leaf*, which is what
+# persist/storetest.MySQLDSN does: one fresh database per test. Typical use:
+#
+#   eval "export $(scripts/mariadb.sh start /tmp/leaf-mariadb)"
+#   go test -race ./persist/...
+#   scripts/mariadb.sh stop /tmp/leaf-mariadb && rm -rf /tmp/leaf-mariadb
+#
+# Environment: MARIADB_START_TIMEOUT (seconds to wait for readiness, 60).
+set -euo pipefail
+
+log() { echo "mariadb.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+usage() { echo "usage: $0 start|stop <dir>" >&2; exit 2; }
+
+# find_bin NAME: the path of a MariaDB program; /usr/sbin is not always in
+# a non-root PATH.
+find_bin() {
+	command -v "$1" 2>/dev/null && return 0
+	local d
+	for d in /usr/sbin /usr/bin /usr/local/sbin /usr/local/bin; do
+		if [ -x "$d/$1" ]; then echo "$d/$1"; return 0; fi
+	done
+	return 1
+}
+
+have_mariadb() {
+	find_bin mariadbd >/dev/null && find_bin mariadb-install-db >/dev/null &&
+		find_bin mariadb-admin >/dev/null && find_bin mariadb >/dev/null
+}
+
+ensure_installed() {
+	have_mariadb && return 0
+	[ "$(id -u)" = 0 ] || die "mariadbd not found: install mariadb-server (apt-get install mariadb-server) or run this as root"
+	log "installing mariadb-server from Debian's packages"
+	# Keep the package's maintainer scripts from starting the system
+	# service: a policy-rc.d that denies every action, for the install only.
+	local policy=/usr/sbin/policy-rc.d ours=""
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		ours=1
+	fi
+	local rc=0
+	{
+		apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				mariadb-server mariadb-client
+	} >&2 || rc=$?
+	if [ -n "$ours" ]; then rm -f "$policy"; fi
+	[ "$rc" = 0 ] || die "apt-get install mariadb-server failed ($rc)"
+	have_mariadb || die "mariadb-server installed but mariadbd not found"
+}
+
+# free_port: a random port on 127.0.0.1 that nothing listens on now. The
+# server may still lose a race for it; start retries with another one.
+free_port() {
+	local port i
+	for i in $(seq 1 50); do
+		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "$port"
+			return 0
+		fi
+	done
+	die "no free port found"
+}
+
+# alive PID: the process exists and is not a zombie waiting to be reaped.
+alive() {
+	kill -0 "$1" 2>/dev/null || return 1
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)
+	[ "$state" != Z ]
+}
+
+# is_mariadbd PID: the process is alive and is a mariadbd (not a recycled PID).
+is_mariadbd() {
+	[ -n "$1" ] && alive "$1" &&
+		case "$(cat "/proc/$1/comm" 2>/dev/null || ps -p "$1" -o comm= 2>/dev/null)" in
+		mariadbd* | mysqld*) true ;;
+		*) false ;;
+		esac
+}
+
+start() {
+	local dir
+	mkdir -p "$1"
+	dir=$(cd "$1" && pwd)
+	if [ -f "$dir/mariadb.pid" ] && is_mariadbd "$(cat "$dir/mariadb.pid")" && [ -f "$dir/dsn" ]; then
+		log "already running (pid $(cat "$dir/mariadb.pid"))"
+		echo "LEAF_TEST_MYSQL_DSN=$(cat "$dir/dsn")"
+		return 0
+	fi
+	ensure_installed
+	local mariadbd install_db admin client
+	mariadbd=$(find_bin mariadbd)
+	install_db=$(find_bin mariadb-install-db)
+	admin=$(find_bin mariadb-admin)
+	client=$(find_bin mariadb)
+
+	local user_opt=()
+	# As root, mariadbd refuses to start without --user; run it as root
+	# rather than chown the directory to mysql, who may not reach it.
+	if [ "$(id -u)" = 0 ]; then user_opt=(--user=root); fi
+
+	local data="$dir/data"
+	mkdir -p "$dir/tmp"
+	if [ ! -d "$data/mysql" ]; then
+		log "initialising $data"
+		"$install_db" --no-defaults "${user_opt[@]}" --datadir="$data" \
+			--auth-root-authentication-method=socket --skip-test-db \
+			>"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
+	fi
+
+	local pw
+	pw=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	# Run by the server at every start, before clients: the database, and
+	# the user with a fresh password. No --skip-grant-tables.
+	cat >"$dir/init.sql" <<-SQL
+		CREATE DATABASE IF NOT EXISTS leaf;
+		DROP USER IF EXISTS ''@'localhost';
+		CREATE USER IF NOT EXISTS 'leaf'@'127.0.0.1' IDENTIFIED BY '$pw';
+		ALTER USER 'leaf'@'127.0.0.1' IDENTIFIED BY '$pw';
+		GRANT ALL PRIVILEGES ON \`leaf%\`.* TO 'leaf'@'127.0.0.1';
+		CREATE USER IF NOT EXISTS 'leaf'@'localhost' IDENTIFIED BY '$pw';
+		ALTER USER 'leaf'@'localhost' IDENTIFIED BY '$pw';
+		GRANT ALL PRIVILEGES ON \`leaf%\`.* TO 'leaf'@'localhost';
+	SQL
+	chmod 600 "$dir/init.sql"
+
+	local timeout=${MARIADB_START_TIMEOUT:-60} attempt port pid ready
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port)
+		log "starting mariadbd on 127.0.0.1:$port (attempt $attempt)"
+		: >"$dir/error.log"
+		"$mariadbd" --no-defaults "${user_opt[@]}" \
+			--datadir="$data" --tmpdir="$dir/tmp" \
+			--port="$port" --bind-address=127.0.0.1 --skip-name-resolve \
+			--socket="$dir/mariadb.sock" --pid-file="$dir/mariadbd.pid" \
+			--log-error="$dir/error.log" --init-file="$dir/init.sql" \
+			--skip-log-bin --innodb-buffer-pool-size=64M --innodb-log-file-size=16M \
+			--innodb-flush-log-at-trx-commit=2 --max-connections=500 \
+			--character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+			</dev/null >>"$dir/mariadbd.out" 2>&1 &
+		pid=$!
+		echo "$pid" >"$dir/mariadb.pid"
+		ready=""
+		local deadline=$((SECONDS + timeout))
+		while [ "$SECONDS" -lt "$deadline" ]; do
+			if ! alive "$pid"; then break; fi
+			# ping answers as soon as the server is up; the query proves
+			# that init.sql ran and the password works.
+			if MYSQL_PWD="$pw" "$admin" --no-defaults --protocol=tcp -h 127.0.0.1 -P "$port" -u leaf \
+				--connect-timeout=2 ping >/dev/null 2>&1 &&
+				MYSQL_PWD="$pw" "$client" --no-defaults --protocol=tcp -h 127.0.0.1 -P "$port" -u leaf \
+					--connect-timeout=2 -e 'SELECT 1' leaf >/dev/null 2>&1; then
+				ready=1
+				break
+			fi
+			sleep 0.2
+		done
+		[ -n "$ready" ] && break
+		if alive "$pid"; then
+			kill -KILL "$pid" 2>/dev/null || true
+			tail -n 30 "$dir/error.log" >&2 || true
+			die "mariadbd not ready after ${timeout}s; log: $dir/error.log"
+		fi
+		if grep -qi 'address already in use' "$dir/error.log" "$dir/mariadbd.out" 2>/dev/null; then
+			log "port $port was taken, trying another"
+			continue
+		fi
+		tail -n 30 "$dir/error.log" >&2 || true
+		die "mariadbd exited; log: $dir/error.log"
+	done
+	[ -n "$ready" ] || die "could not find a port mariadbd could bind"
+
+	local dsn="leaf:$pw@tcp(127.0.0.1:$port)/leaf"
+	(umask 077 && echo "$dsn" >"$dir/dsn")
+	log "ready (pid $pid, port $port, data $data)"
+	echo "LEAF_TEST_MYSQL_DSN=$dsn"
+}
+
+stop() {
+	local dir="$1" pid
+	if [ ! -f "$dir/mariadb.pid" ]; then
+		log "not running (no $dir/mariadb.pid)"
+		return 0
+	fi
+	pid=$(cat "$dir/mariadb.pid")
+	if ! is_mariadbd "$pid"; then
+		log "not running (pid $pid is gone)"
+		rm -f "$dir/mariadb.pid"
+		return 0
+	fi
+	kill -TERM "$pid"
+	local deadline=$((SECONDS + 60))
+	while is_mariadbd "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+	if is_mariadbd "$pid"; then
+		log "still running after 60s, killing"
+		kill -KILL "$pid" 2>/dev/null || true
+		deadline=$((SECONDS + 10))
+		while alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+	fi
+	rm -f "$dir/mariadb.pid"
+	log "stopped (pid $pid)"
+}
+
+[ $# -eq 2 ] || usage
+case "$1" in
+start) start "$2" ;;
+stop) stop "$2" ;;
+*) usage ;;
+esac
