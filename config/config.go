@@ -1,0 +1,283 @@
+// Package config loads leaf's configuration and hands it to the rest of the
+// program as typed structs; no other package sees viper.
+//
+// Sources, each overriding the one before:
+//
+//  1. the defaults (Default, documented key by key in the repository's leaf.yaml);
+//  2. a YAML file: the one named by --config, which must exist, or else
+//     leaf.yaml in the working directory when there is one;
+//  3. environment variables LEAF_<SECTION>_<KEY>, e.g. LEAF_SERVER_ADDR or
+//     LEAF_SEGMENT_LOAD_TIMEOUT;
+//  4. flags with the dotted key names, e.g. --server.addr=:6380.
+//
+// Load validates the result: a bad value, an unknown key in the file or an
+// unknown flag stops start-up with an error that names the key. Durations are
+// Go durations ("2s", "15m"). Load keeps no global state (one viper.Viper and
+// one pflag.FlagSet per call), so tests may call it in parallel.
+//
+// Config implements slog.LogValuer with the passwords, and the password in a
+// MySQL DSN, redacted, so slog.Info("config", "config", cfg) is safe.
+package config
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Config is the whole configuration, one field per section of leaf.yaml.
+type Config struct {
+	Server  ServerConfig
+	Store   StoreConfig
+	HTTP    HTTPConfig
+	Log     LogConfig
+	Segment SegmentConfig
+
+	// File is the configuration file that was read, "" when none was.
+	File string
+}
+
+// ServerConfig is the Redis-protocol listener (section server).
+type ServerConfig struct {
+	Addr            string        // server.addr: host:port to listen on
+	Password        string        // server.password: AUTH password, "" = none
+	AdminPassword   string        // server.admin_password: password for administrative commands
+	MaxClients      int           // server.max_clients: open connections at most
+	MaxRequestBytes int           // server.max_request_bytes: largest request accepted
+	IdleTimeout     time.Duration // server.idle_timeout: close idle connections, 0 = never
+	MaxPipeline     int           // server.max_pipeline: commands read ahead per connection
+	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
+	TLSKey          string        // server.tls_key: PEM key file for TLSCert
+	ProtectedMode   bool          // server.protected_mode: refuse non-loopback clients without a password
+}
+
+// StoreConfig is the database behind the allocator (section store).
+// Its DSN may hold a password: log it with RedactedDSN or through LogValue.
+type StoreConfig struct {
+	Driver          string        // store.driver: "sqlite" or "mysql"
+	DSN             string        // store.dsn: file path (sqlite) or go-sql-driver DSN (mysql)
+	CreateSchema    bool          // store.create_schema: create leaf_alloc when missing
+	MaxOpenConns    int           // store.max_open_conns: database connections at most
+	ConnMaxLifetime time.Duration // store.conn_max_lifetime: recycle connections after this, 0 = never
+}
+
+// HTTPConfig is the optional HTTP listener for metrics and pprof (section http).
+type HTTPConfig struct {
+	Addr           string // http.addr: host:port, "" = no HTTP listener
+	PProf          bool   // http.pprof: serve /debug/pprof/
+	MetricsMaxTags int    // http.metrics_max_tags: tags with their own metric series at most
+}
+
+// LogConfig is the process log (section log).
+type LogConfig struct {
+	Level  string // log.level: "debug", "info", "warn" or "error"
+	Format string // log.format: "text" or "json"
+}
+
+// SegmentConfig is the allocator (section segment).
+type SegmentConfig struct {
+	DefaultStep     int64         // segment.default_step: step of auto-created tags
+	MaxStep         int64         // segment.max_step: the adaptive step grows to this at most
+	SegmentDuration time.Duration // segment.segment_duration: target lifetime of a segment
+	PrefetchAt      float64       // segment.prefetch_at: fraction of a segment used before the next one loads
+	Loaders         int           // segment.loaders: background load workers
+	LoadTimeout     time.Duration // segment.load_timeout: deadline of one database load
+	SyncInterval    time.Duration // segment.sync_interval: how often the tag list is re-read
+	AutoCreate      bool          // segment.auto_create: create unknown tags on first use
+	MaxBatch        int64         // segment.max_batch: largest n for INCRBY
+}
+
+// Default returns the built-in configuration: what Load returns when there
+// is no file, no LEAF_* variable and no flag. The repository's leaf.yaml
+// documents the same values (a test keeps them equal).
+func Default() Config {
+	return Config{
+		Server: ServerConfig{
+			Addr:            "127.0.0.1:6380",
+			MaxClients:      10000,
+			MaxRequestBytes: 65536,
+			MaxPipeline:     1024,
+			ProtectedMode:   true,
+		},
+		Store: StoreConfig{
+			Driver:          "sqlite",
+			DSN:             DefaultSQLiteDSN,
+			CreateSchema:    true,
+			MaxOpenConns:    16,
+			ConnMaxLifetime: 5 * time.Minute,
+		},
+		HTTP: HTTPConfig{
+			MetricsMaxTags: 1000,
+		},
+		Log: LogConfig{
+			Level:  "info",
+			Format: "text",
+		},
+		Segment: SegmentConfig{
+			DefaultStep:     1000,
+			MaxStep:         1000000,
+			SegmentDuration: 15 * time.Minute,
+			PrefetchAt:      0.1,
+			Loaders:         8,
+			LoadTimeout:     2 * time.Second,
+			SyncInterval:    time.Minute,
+			AutoCreate:      true,
+			MaxBatch:        100000,
+		},
+	}
+}
+
+// DefaultSQLiteDSN is the default store.dsn: a SQLite file under ./data/.
+const DefaultSQLiteDSN = "data/leaf.db"
+
+// redacted replaces secrets in logs.
+const redacted = "REDACTED"
+
+// key describes one configuration key. The table in keys is the single list
+// that flags, environment variables, the unknown-key check, logging and the
+// tests are built from.
+type key struct {
+	name  string // dotted, as in leaf.yaml and the flag: "segment.load_timeout"
+	usage string // one line for --help
+	// field returns a pointer to the key's field in c: *string, *bool,
+	// *int, *int64, *float64 or *time.Duration.
+	field func(c *Config) any
+}
+
+// keys lists every configuration key, in leaf.yaml's order.
+func keys() []key {
+	return []key{
+		{"server.addr", "host:port for Redis clients", func(c *Config) any { return &c.Server.Addr }},
+		{"server.password", "password clients must AUTH with; empty: none", func(c *Config) any { return &c.Server.Password }},
+		{"server.admin_password", "password for administrative commands", func(c *Config) any { return &c.Server.AdminPassword }},
+		{"server.max_clients", "open client connections at most", func(c *Config) any { return &c.Server.MaxClients }},
+		{"server.max_request_bytes", "largest request a client may send, in bytes", func(c *Config) any { return &c.Server.MaxRequestBytes }},
+		{"server.idle_timeout", "close connections idle this long; 0: never", func(c *Config) any { return &c.Server.IdleTimeout }},
+		{"server.max_pipeline", "pipelined commands read ahead per connection at most", func(c *Config) any { return &c.Server.MaxPipeline }},
+		{"server.tls_cert", "PEM certificate file; set with server.tls_key to serve TLS", func(c *Config) any { return &c.Server.TLSCert }},
+		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
+		{"server.protected_mode", "without server.password, accept loopback clients only", func(c *Config) any { return &c.Server.ProtectedMode }},
+
+		{"store.driver", "database: sqlite or mysql", func(c *Config) any { return &c.Store.Driver }},
+		{"store.dsn", "sqlite file, or mysql DSN user:pass@tcp(host:3306)/db", func(c *Config) any { return &c.Store.DSN }},
+		{"store.create_schema", "create the leaf_alloc table when it is missing", func(c *Config) any { return &c.Store.CreateSchema }},
+		{"store.max_open_conns", "open database connections at most", func(c *Config) any { return &c.Store.MaxOpenConns }},
+		{"store.conn_max_lifetime", "recycle database connections after this; 0: never", func(c *Config) any { return &c.Store.ConnMaxLifetime }},
+
+		{"http.addr", "host:port for /metrics (and pprof); empty: off", func(c *Config) any { return &c.HTTP.Addr }},
+		{"http.pprof", "serve /debug/pprof/ on http.addr", func(c *Config) any { return &c.HTTP.PProf }},
+		{"http.metrics_max_tags", "tags that get their own metric series at most", func(c *Config) any { return &c.HTTP.MetricsMaxTags }},
+
+		{"log.level", "debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
+		{"log.format", "text or json", func(c *Config) any { return &c.Log.Format }},
+
+		{"segment.default_step", "step of tags created automatically", func(c *Config) any { return &c.Segment.DefaultStep }},
+		{"segment.max_step", "the adaptive step grows to this at most", func(c *Config) any { return &c.Segment.MaxStep }},
+		{"segment.segment_duration", "target lifetime of a segment; shorter doubles the step", func(c *Config) any { return &c.Segment.SegmentDuration }},
+		{"segment.prefetch_at", "fraction (0,1] of a segment used before the next loads", func(c *Config) any { return &c.Segment.PrefetchAt }},
+		{"segment.loaders", "background workers loading segments", func(c *Config) any { return &c.Segment.Loaders }},
+		{"segment.load_timeout", "deadline of one segment load from the database", func(c *Config) any { return &c.Segment.LoadTimeout }},
+		{"segment.sync_interval", "how often the tag list is re-read from the database", func(c *Config) any { return &c.Segment.SyncInterval }},
+		{"segment.auto_create", "create unknown tags on first use", func(c *Config) any { return &c.Segment.AutoCreate }},
+		{"segment.max_batch", "largest n accepted by INCRBY", func(c *Config) any { return &c.Segment.MaxBatch }},
+	}
+}
+
+// sections lists the top-level sections of leaf.yaml.
+func sections() []string {
+	return []string{"server", "store", "http", "log", "segment"}
+}
+
+// envName is the environment variable of a key: "segment.load_timeout"
+// becomes LEAF_SEGMENT_LOAD_TIMEOUT.
+func envName(name string) string {
+	return "LEAF_" + strings.ToUpper(strings.ReplaceAll(name, ".", "_"))
+}
+
+// RedactedDSN returns the DSN with any password replaced, safe to log.
+// A mysql DSN that does not parse is hidden whole.
+func (c StoreConfig) RedactedDSN() string {
+	if c.Driver != "mysql" {
+		return c.DSN
+	}
+	m, err := mysql.ParseDSN(c.DSN)
+	if err != nil {
+		return redacted
+	}
+	if m.Passwd != "" {
+		m.Passwd = redacted
+	}
+	return m.FormatDSN()
+}
+
+// SlogLevel returns Level as a slog.Level (info when Level is not one of
+// the four valid names, which Load never returns).
+func (c LogConfig) SlogLevel() slog.Level {
+	switch strings.ToLower(c.Level) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// LogValue implements slog.LogValuer: every key under its leaf.yaml name,
+// grouped by section, with server.password, server.admin_password and the
+// password in a mysql store.dsn redacted.
+func (c Config) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, len(sections())+1)
+	if c.File != "" {
+		attrs = append(attrs, slog.String("file", c.File))
+	}
+	for _, s := range sections() {
+		attrs = append(attrs, slog.Attr{Key: s, Value: c.sectionValue(s)})
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// LogValue implements slog.LogValuer with the passwords redacted.
+func (c ServerConfig) LogValue() slog.Value { return Config{Server: c}.sectionValue("server") }
+
+// LogValue implements slog.LogValuer with the password in a mysql DSN redacted.
+func (c StoreConfig) LogValue() slog.Value { return Config{Store: c}.sectionValue("store") }
+
+// sectionValue is the log group of one section.
+func (c Config) sectionValue(section string) slog.Value {
+	var attrs []slog.Attr
+	for _, k := range keys() {
+		sec, name, _ := strings.Cut(k.name, ".")
+		if sec != section {
+			continue
+		}
+		var v slog.Value
+		switch p := k.field(&c).(type) {
+		case *string:
+			v = slog.StringValue(*p)
+		case *bool:
+			v = slog.BoolValue(*p)
+		case *int:
+			v = slog.IntValue(*p)
+		case *int64:
+			v = slog.Int64Value(*p)
+		case *float64:
+			v = slog.Float64Value(*p)
+		case *time.Duration:
+			v = slog.DurationValue(*p)
+		}
+		switch k.name {
+		case "server.password", "server.admin_password":
+			if v.String() != "" {
+				v = slog.StringValue(redacted)
+			}
+		case "store.dsn":
+			v = slog.StringValue(c.Store.RedactedDSN())
+		}
+		attrs = append(attrs, slog.Attr{Key: name, Value: v})
+	}
+	return slog.GroupValue(attrs...)
+}

@@ -1,0 +1,125 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Validate checks every value and returns all the problems joined, one line
+// each, in the form "config: <key>: <problem>, got <value>". Load calls it;
+// a Config built by hand (tests, embedding) can call it too. It never
+// prints a password or a DSN.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	atLeast := func(key string, got, low int64) {
+		if got < low {
+			bad(key, "must be >= %d, got %d", low, got)
+		}
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad(key, "must be > 0, got %s", formatDuration(d))
+		}
+	}
+	notNegative := func(key string, d time.Duration) {
+		if d < 0 {
+			bad(key, "must be >= 0, got %s", formatDuration(d))
+		}
+	}
+	oneOf := func(key, got string, allowed ...string) {
+		if !slices.Contains(allowed, got) {
+			bad(key, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+		}
+	}
+	address := func(key, addr string) {
+		if err := checkAddr(addr); err != nil {
+			bad(key, "invalid address %q: %v", addr, err)
+		}
+	}
+
+	s := c.Server
+	address("server.addr", s.Addr)
+	atLeast("server.max_clients", int64(s.MaxClients), 1)
+	atLeast("server.max_request_bytes", int64(s.MaxRequestBytes), 1)
+	notNegative("server.idle_timeout", s.IdleTimeout)
+	atLeast("server.max_pipeline", int64(s.MaxPipeline), 1)
+	if s.TLSCert != "" && s.TLSKey == "" {
+		bad("server.tls_cert", "set without server.tls_key (set both or neither)")
+	}
+	if s.TLSKey != "" && s.TLSCert == "" {
+		bad("server.tls_key", "set without server.tls_cert (set both or neither)")
+	}
+
+	st := c.Store
+	oneOf("store.driver", st.Driver, "sqlite", "mysql")
+	switch {
+	case st.DSN == "":
+		bad("store.dsn", "must not be empty")
+	case st.Driver == "mysql" && st.DSN == DefaultSQLiteDSN:
+		bad("store.dsn", "store.driver is mysql but store.dsn is the sqlite default %q; set a DSN such as user:pass@tcp(127.0.0.1:3306)/leaf", DefaultSQLiteDSN)
+	case st.Driver == "mysql":
+		// The DSN holds the password: name the problem, never the value.
+		if m, err := mysql.ParseDSN(st.DSN); err != nil {
+			bad("store.dsn", "invalid mysql DSN: %v", err)
+		} else if m.DBName == "" {
+			bad("store.dsn", "mysql DSN names no database (user:pass@tcp(host:3306)/leaf)")
+		}
+	}
+	atLeast("store.max_open_conns", int64(st.MaxOpenConns), 1)
+	notNegative("store.conn_max_lifetime", st.ConnMaxLifetime)
+
+	if c.HTTP.Addr != "" {
+		address("http.addr", c.HTTP.Addr)
+	}
+	atLeast("http.metrics_max_tags", int64(c.HTTP.MetricsMaxTags), 0)
+
+	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	oneOf("log.format", c.Log.Format, "text", "json")
+
+	g := c.Segment
+	atLeast("segment.default_step", g.DefaultStep, 1)
+	switch {
+	case g.DefaultStep > math.MaxInt32:
+		bad("segment.default_step", "must be <= %d (leaf_alloc.step is an INT), got %d", math.MaxInt32, g.DefaultStep)
+	case g.DefaultStep > g.MaxStep && g.MaxStep >= 1:
+		bad("segment.default_step", "must be <= segment.max_step (%d), got %d", g.MaxStep, g.DefaultStep)
+	}
+	atLeast("segment.max_step", g.MaxStep, 1)
+	positive("segment.segment_duration", g.SegmentDuration)
+	if !(g.PrefetchAt > 0 && g.PrefetchAt <= 1) { // also refuses NaN
+		bad("segment.prefetch_at", "must be > 0 and <= 1, got %v", g.PrefetchAt)
+	}
+	atLeast("segment.loaders", int64(g.Loaders), 1)
+	positive("segment.load_timeout", g.LoadTimeout)
+	positive("segment.sync_interval", g.SyncInterval)
+	atLeast("segment.max_batch", g.MaxBatch, 1)
+
+	return errors.Join(errs...)
+}
+
+// checkAddr accepts host:port with a numeric port 0-65535 (0 picks a free
+// port); the host may be empty (all interfaces).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if ae, ok := errors.AsType[*net.AddrError](err); ok {
+			return errors.New(ae.Err)
+		}
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return errors.New("port must be a number from 0 to 65535")
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidationNamesKeyAndValue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		environ []string
+		exact   string   // the whole error, when set
+		want    []string // substrings of the error; the key always among them
+	}{
+		// The two forms the brief spells out, matched exactly.
+		{"loaders zero", []string{"LEAF_SEGMENT_LOADERS=0"}, "config: segment.loaders: must be >= 1, got 0", nil},
+		{"load_timeout not a duration", []string{"LEAF_SEGMENT_LOAD_TIMEOUT=abc"}, `config: segment.load_timeout: invalid duration "abc"`, nil},
+
+		{"server.addr without port", []string{"LEAF_SERVER_ADDR=localhost"}, "", []string{`config: server.addr: invalid address "localhost"`, "missing port"}},
+		{"server.addr port not a number", []string{"LEAF_SERVER_ADDR=localhost:redis"}, "", []string{`config: server.addr: invalid address "localhost:redis"`, "0 to 65535"}},
+		{"server.addr port too big", []string{"LEAF_SERVER_ADDR=:70000"}, "", []string{`config: server.addr: invalid address ":70000"`}},
+		{"server.addr empty", []string{"LEAF_SERVER_ADDR="}, "", []string{`config: server.addr: invalid address ""`}},
+		{"server.max_clients", []string{"LEAF_SERVER_MAX_CLIENTS=0"}, "config: server.max_clients: must be >= 1, got 0", nil},
+		{"server.max_clients not a number", []string{"LEAF_SERVER_MAX_CLIENTS=lots"}, `config: server.max_clients: invalid integer "lots"`, nil},
+		{"server.max_request_bytes", []string{"LEAF_SERVER_MAX_REQUEST_BYTES=-5"}, "config: server.max_request_bytes: must be >= 1, got -5", nil},
+		{"server.idle_timeout negative", []string{"LEAF_SERVER_IDLE_TIMEOUT=-1s"}, "config: server.idle_timeout: must be >= 0, got -1s", nil},
+		{"server.idle_timeout no unit", []string{"LEAF_SERVER_IDLE_TIMEOUT=30"}, `config: server.idle_timeout: invalid duration "30"`, nil},
+		{"server.max_pipeline", []string{"LEAF_SERVER_MAX_PIPELINE=0"}, "config: server.max_pipeline: must be >= 1, got 0", nil},
+		{"server.tls_key without cert", []string{"LEAF_SERVER_TLS_KEY=k.pem"}, "", []string{"config: server.tls_key: set without server.tls_cert"}},
+		{"server.tls_cert without key", []string{"LEAF_SERVER_TLS_CERT=c.pem"}, "", []string{"config: server.tls_cert: set without server.tls_key"}},
+		{"server.protected_mode", []string{"LEAF_SERVER_PROTECTED_MODE=maybe"}, "", []string{`config: server.protected_mode: invalid boolean "maybe"`}},
+
+		{"store.driver", []string{"LEAF_STORE_DRIVER=postgres"}, `config: store.driver: must be one of sqlite, mysql, got "postgres"`, nil},
+		{"store.dsn empty", []string{"LEAF_STORE_DSN="}, "config: store.dsn: must not be empty", nil},
+		{"store.dsn sqlite default with mysql", []string{"LEAF_STORE_DRIVER=mysql"}, "", []string{"config: store.dsn: store.driver is mysql", `"data/leaf.db"`}},
+		{"store.dsn bad mysql DSN", []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=leaf:hunter2@tcp(db:3306"}, "", []string{"config: store.dsn: invalid mysql DSN"}},
+		{"store.dsn mysql without database", []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=leaf:hunter2@tcp(db:3306)/"}, "", []string{"config: store.dsn: mysql DSN names no database"}},
+		{"store.create_schema", []string{"LEAF_STORE_CREATE_SCHEMA=nope"}, `config: store.create_schema: invalid boolean "nope" (want true or false)`, nil},
+		{"store.max_open_conns", []string{"LEAF_STORE_MAX_OPEN_CONNS=0"}, "config: store.max_open_conns: must be >= 1, got 0", nil},
+		{"store.conn_max_lifetime", []string{"LEAF_STORE_CONN_MAX_LIFETIME=-5m"}, "config: store.conn_max_lifetime: must be >= 0, got -5m", nil},
+
+		{"http.addr", []string{"LEAF_HTTP_ADDR=9090"}, "", []string{`config: http.addr: invalid address "9090"`}},
+		{"http.pprof", []string{"LEAF_HTTP_PPROF=on"}, "", []string{`config: http.pprof: invalid boolean "on"`}},
+		{"http.metrics_max_tags", []string{"LEAF_HTTP_METRICS_MAX_TAGS=-1"}, "config: http.metrics_max_tags: must be >= 0, got -1", nil},
+
+		{"log.level", []string{"LEAF_LOG_LEVEL=verbose"}, `config: log.level: must be one of debug, info, warn, error, got "verbose"`, nil},
+		{"log.level is lower case", []string{"LEAF_LOG_LEVEL=INFO"}, "", []string{`config: log.level:`, `got "INFO"`}},
+		{"log.format", []string{"LEAF_LOG_FORMAT=xml"}, `config: log.format: must be one of text, json, got "xml"`, nil},
+
+		{"segment.default_step", []string{"LEAF_SEGMENT_DEFAULT_STEP=0"}, "config: segment.default_step: must be >= 1, got 0", nil},
+		{"segment.default_step above max_step", []string{"LEAF_SEGMENT_DEFAULT_STEP=2000", "LEAF_SEGMENT_MAX_STEP=1000"},
+			"config: segment.default_step: must be <= segment.max_step (1000), got 2000", nil},
+		{"segment.default_step above INT", []string{"LEAF_SEGMENT_DEFAULT_STEP=3000000000", "LEAF_SEGMENT_MAX_STEP=4000000000"},
+			"", []string{"config: segment.default_step: must be <= 2147483647", "got 3000000000"}},
+		{"segment.default_step overflows", []string{"LEAF_SEGMENT_DEFAULT_STEP=99999999999999999999"}, "", []string{`config: segment.default_step: invalid integer "99999999999999999999"`}},
+		{"segment.max_step", []string{"LEAF_SEGMENT_MAX_STEP=0"}, "", []string{"config: segment.max_step: must be >= 1, got 0"}},
+		{"segment.segment_duration", []string{"LEAF_SEGMENT_SEGMENT_DURATION=0s"}, "config: segment.segment_duration: must be > 0, got 0", nil},
+		{"segment.prefetch_at zero", []string{"LEAF_SEGMENT_PREFETCH_AT=0"}, "config: segment.prefetch_at: must be > 0 and <= 1, got 0", nil},
+		{"segment.prefetch_at above one", []string{"LEAF_SEGMENT_PREFETCH_AT=1.5"}, "config: segment.prefetch_at: must be > 0 and <= 1, got 1.5", nil},
+		{"segment.prefetch_at NaN", []string{"LEAF_SEGMENT_PREFETCH_AT=NaN"}, "config: segment.prefetch_at: must be > 0 and <= 1, got NaN", nil},
+		{"segment.prefetch_at not a number", []string{"LEAF_SEGMENT_PREFETCH_AT=ten%"}, `config: segment.prefetch_at: invalid number "ten%"`, nil},
+		{"segment.loaders fraction", []string{"LEAF_SEGMENT_LOADERS=1.5"}, `config: segment.loaders: invalid integer "1.5"`, nil},
+		{"segment.load_timeout zero", []string{"LEAF_SEGMENT_LOAD_TIMEOUT=0"}, "config: segment.load_timeout: must be > 0, got 0", nil},
+		{"segment.sync_interval", []string{"LEAF_SEGMENT_SYNC_INTERVAL=-1m"}, "config: segment.sync_interval: must be > 0, got -1m", nil},
+		{"segment.auto_create", []string{"LEAF_SEGMENT_AUTO_CREATE=2"}, `config: segment.auto_create: invalid boolean "2" (want true or false)`, nil},
+		{"segment.max_batch", []string{"LEAF_SEGMENT_MAX_BATCH=0"}, "config: segment.max_batch: must be >= 1, got 0", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			msg := loadErr(t, nil, tt.environ)
+			if tt.exact != "" && msg != tt.exact {
+				t.Errorf("error\n got %q\nwant %q", msg, tt.exact)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "hunter2") {
+				t.Errorf("error %q shows the password", msg)
+			}
+		})
+	}
+}
+
+func TestValidationReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	msg := loadErr(t, []string{"--log.format=xml"}, []string{"LEAF_SEGMENT_LOADERS=0", "LEAF_SERVER_ADDR=nope", "LEAF_SEGMENT_MAX_BATCH=x", "LEAF_STORE_DRIVER=pg"})
+	// A value that does not parse stops before validation; the rest are reported together.
+	if msg != `config: segment.max_batch: invalid integer "x"` {
+		t.Errorf("parse errors: got %q", msg)
+	}
+	msg = loadErr(t, []string{"--log.format=xml"}, []string{"LEAF_SEGMENT_LOADERS=0", "LEAF_SERVER_ADDR=nope", "LEAF_STORE_DRIVER=pg"})
+	lines := strings.Split(msg, "\n")
+	want := []string{"config: server.addr:", "config: store.driver:", "config: log.format:", "config: segment.loaders:"}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), msg)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d = %q, want prefix %q", i, lines[i], w)
+		}
+	}
+}
+
+func TestValidateDirect(t *testing.T) {
+	t.Parallel()
+	if err := Default().Validate(); err != nil {
+		t.Errorf("Default().Validate() = %v", err)
+	}
+	// The zero Config is wrong in almost every key; each is named.
+	err := Config{}.Validate()
+	if err == nil {
+		t.Fatal("Config{}.Validate() = nil")
+	}
+	for _, k := range []string{"server.addr", "server.max_clients", "store.driver", "store.dsn", "log.level", "segment.loaders", "segment.prefetch_at", "segment.load_timeout"} {
+		if !strings.Contains(err.Error(), "config: "+k+": ") {
+			t.Errorf("Config{}.Validate() does not name %s:\n%v", k, err)
+		}
+	}
+}
