@@ -1,0 +1,493 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/leaf-id/leaf/persist"
+)
+
+// MaxTagLen is the longest tag name, in bytes (leaf_alloc.biz_tag).
+const MaxTagLen = 128
+
+// Options configure an Allocator. Zero fields take the defaults of
+// DefaultOptions.
+type Options struct {
+	DefaultStep     int64         // step of auto-created tags
+	MaxStep         int64         // ceiling of the adaptive step
+	SegmentDuration time.Duration // target lifetime of a segment
+	PrefetchAt      float64       // fraction of a segment used before the next is loaded
+	Loaders         int           // workers that load segments
+	LoadTimeout     time.Duration // bound on a database call and on a request's wait
+	SyncInterval    time.Duration // period of the tag list re-sync
+	AutoCreate      bool          // create unknown tags with DefaultStep
+	MaxBatch        int64         // largest n of NextN
+	NegativeTTL     time.Duration // how long an unknown tag is remembered as unknown
+	RetryBackoff    time.Duration // first delay before retrying a failed load
+	MaxRetryBackoff time.Duration // longest delay between retries
+
+	// Now is the clock; tests inject one to force step changes.
+	Now func() time.Time
+	// Logger receives the allocator's events; nil discards them.
+	Logger *slog.Logger
+	// Observe, when set, is told the duration and outcome of every
+	// database call that takes a range (for metrics).
+	Observe func(d time.Duration, err error)
+}
+
+// DefaultOptions are the documented defaults (leaf.yaml).
+func DefaultOptions() Options {
+	return Options{
+		DefaultStep:     1000,
+		MaxStep:         1_000_000,
+		SegmentDuration: 15 * time.Minute,
+		PrefetchAt:      0.1,
+		Loaders:         8,
+		LoadTimeout:     2 * time.Second,
+		SyncInterval:    time.Minute,
+		AutoCreate:      true,
+		MaxBatch:        100_000,
+		NegativeTTL:     time.Second,
+		RetryBackoff:    100 * time.Millisecond,
+		MaxRetryBackoff: 10 * time.Second,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.DefaultStep <= 0 {
+		o.DefaultStep = d.DefaultStep
+	}
+	if o.MaxStep <= 0 {
+		o.MaxStep = d.MaxStep
+	}
+	if o.SegmentDuration <= 0 {
+		o.SegmentDuration = d.SegmentDuration
+	}
+	if o.PrefetchAt <= 0 || o.PrefetchAt > 1 {
+		o.PrefetchAt = d.PrefetchAt
+	}
+	if o.Loaders <= 0 {
+		o.Loaders = d.Loaders
+	}
+	if o.LoadTimeout <= 0 {
+		o.LoadTimeout = d.LoadTimeout
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = d.SyncInterval
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = d.MaxBatch
+	}
+	if o.NegativeTTL <= 0 {
+		o.NegativeTTL = d.NegativeTTL
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = d.RetryBackoff
+	}
+	if o.MaxRetryBackoff < o.RetryBackoff {
+		o.MaxRetryBackoff = max(d.MaxRetryBackoff, o.RetryBackoff)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// maxNegative bounds the cache of unknown names, so a client sending random
+// tags cannot grow it without limit.
+const maxNegative = 10_000
+
+// Allocator hands out IDs for every tag of a Store.
+type Allocator struct {
+	store  persist.Store
+	opts   Options
+	policy stepPolicy
+	log    *slog.Logger
+	tags   *tagMap
+	pool   *loaderPool
+	empty  *segment      // shared by tags before their first load
+	lookup chan struct{} // bounds concurrent lookups of unknown tags
+
+	mu       sync.Mutex
+	pending  map[string]*lookupCall
+	negative map[string]time.Time
+
+	closed       atomic.Bool
+	waits        atomic.Int64
+	loadFailures atomic.Int64
+	guardTrips   atomic.Int64
+	storeOK      atomic.Bool
+	storeErr     atomic.Pointer[storeError]
+
+	stop     context.CancelFunc
+	syncDone chan struct{}
+}
+
+type storeError struct {
+	err error
+	at  time.Time
+}
+
+type lookupCall struct {
+	done chan struct{}
+	tag  *Tag
+	err  error
+}
+
+// New returns an allocator over store. Call Start to load the tags and begin
+// the periodic sync, and Close to give unused IDs back.
+func New(store persist.Store, opts Options) *Allocator {
+	opts = opts.withDefaults()
+	a := &Allocator{
+		store:    store,
+		opts:     opts,
+		policy:   stepPolicy{segmentDuration: opts.SegmentDuration, maxStep: opts.MaxStep},
+		log:      opts.Logger,
+		tags:     newTagMap(),
+		empty:    emptySegment(0),
+		lookup:   make(chan struct{}, opts.Loaders),
+		pending:  map[string]*lookupCall{},
+		negative: map[string]time.Time{},
+	}
+	a.storeOK.Store(true)
+	a.pool = newLoaderPool(opts.Loaders, (*Tag).runLoad)
+	return a
+}
+
+// Start loads the tag list and starts the periodic sync. A database that
+// cannot be reached is not fatal: the error is returned for logging, tags
+// are then looked up on first use, and the sync keeps trying.
+func (a *Allocator) Start(ctx context.Context) error {
+	ctx, a.stop = context.WithCancel(context.WithoutCancel(ctx))
+	a.syncDone = make(chan struct{})
+	err := a.Sync(ctx)
+	go a.syncLoop(ctx)
+	return err
+}
+
+func (a *Allocator) syncLoop(ctx context.Context) {
+	defer close(a.syncDone)
+	tick := time.NewTicker(a.opts.SyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := a.Sync(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("tag sync failed", "err", err)
+			}
+		}
+	}
+}
+
+// Sync reads the tag list: new rows become tags (loaded on first use), and
+// tags whose row is missing are marked vanished but keep serving the IDs
+// they have reserved (Leaf drops them, so a mistaken DELETE breaks callers).
+func (a *Allocator) Sync(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, max(a.opts.LoadTimeout, 30*time.Second))
+	defer cancel()
+	rows, err := a.store.Tags(ctx)
+	if err != nil {
+		a.storeFailed(err)
+		return fmt.Errorf("segment: sync: %w", err)
+	}
+	a.storeSucceeded()
+	seen := make(map[string]struct{}, len(rows))
+	var fresh []*Tag
+	for _, r := range rows {
+		seen[r.Name] = struct{}{}
+		if a.tags.get(r.Name) == nil && validTag(r.Name) == nil {
+			fresh = append(fresh, a.newTag(r.Name))
+		}
+	}
+	if len(fresh) > 0 {
+		a.tags.add(fresh...)
+	}
+	for _, t := range a.tags.all() {
+		_, ok := seen[t.name]
+		if was := t.vanished.Swap(!ok); !ok && !was {
+			a.log.Warn("tag row is gone from the database; serving the IDs already reserved", "tag", t.name)
+		}
+	}
+	return nil
+}
+
+func (a *Allocator) newTag(name string) *Tag {
+	t := &Tag{a: a, name: name}
+	t.cur.Store(a.empty)
+	return t
+}
+
+// Lookup returns the tag named name, looking it up in the database (and
+// creating it when auto-create is on) the first time. Known tags are found
+// without locks or allocations.
+func (a *Allocator) Lookup(ctx context.Context, name []byte) (*Tag, error) {
+	if t := a.tags.getBytes(name); t != nil {
+		return t, nil
+	}
+	return a.lookupSlow(ctx, string(name))
+}
+
+// Next returns the next ID of a tag.
+func (a *Allocator) Next(ctx context.Context, tag string) (int64, error) {
+	t := a.tags.get(tag)
+	if t == nil {
+		var err error
+		if t, err = a.lookupSlow(ctx, tag); err != nil {
+			return 0, err
+		}
+	}
+	return t.Next(ctx)
+}
+
+// NextN reserves n consecutive IDs of a tag and returns the last one.
+func (a *Allocator) NextN(ctx context.Context, tag string, n int64) (int64, error) {
+	t := a.tags.get(tag)
+	if t == nil {
+		var err error
+		if t, err = a.lookupSlow(ctx, tag); err != nil {
+			return 0, err
+		}
+	}
+	return t.NextN(ctx, n)
+}
+
+// ValidTag reports whether name can be a tag: 1..MaxTagLen bytes of UTF-8
+// without control characters, not ending in a space. The error wraps
+// ErrBadTag.
+func ValidTag(name []byte) error { return validTag(string(name)) }
+
+func validTag(name string) error {
+	if len(name) == 0 {
+		return fmt.Errorf("%w: empty", ErrBadTag)
+	}
+	if len(name) > MaxTagLen {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrBadTag, len(name), MaxTagLen)
+	}
+	if name[len(name)-1] == ' ' {
+		// MySQL compares "a" and "a " as equal: two tags would share a row.
+		return fmt.Errorf("%w: ends with a space", ErrBadTag)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("%w: not UTF-8", ErrBadTag)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("%w: control character %U", ErrBadTag, r)
+		}
+	}
+	return nil
+}
+
+// lookupSlow resolves a tag not in the map: one database lookup per name at a
+// time (followers wait for it), at most Loaders lookups at once, and unknown
+// names remembered for NegativeTTL.
+func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
+	if err := validTag(name); err != nil {
+		return nil, err
+	}
+	if a.closed.Load() {
+		return nil, ErrClosed
+	}
+	a.mu.Lock()
+	if t := a.tags.get(name); t != nil {
+		a.mu.Unlock()
+		return t, nil
+	}
+	if until, ok := a.negative[name]; ok {
+		if a.opts.Now().Before(until) {
+			a.mu.Unlock()
+			return nil, fmt.Errorf("%w: %q", ErrUnknownTag, name)
+		}
+		delete(a.negative, name)
+	}
+	if c, ok := a.pending[name]; ok {
+		a.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.tag, c.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, ctx.Err())
+		}
+	}
+	c := &lookupCall{done: make(chan struct{})}
+	a.pending[name] = c
+	a.mu.Unlock()
+
+	c.tag, c.err = a.resolve(ctx, name)
+
+	a.mu.Lock()
+	delete(a.pending, name)
+	if errors.Is(c.err, ErrUnknownTag) {
+		if len(a.negative) >= maxNegative {
+			clear(a.negative)
+		}
+		a.negative[name] = a.opts.Now().Add(a.opts.NegativeTTL)
+	}
+	a.mu.Unlock()
+	close(c.done)
+	return c.tag, c.err
+}
+
+func (a *Allocator) resolve(ctx context.Context, name string) (*Tag, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
+	defer cancel()
+	select {
+	case a.lookup <- struct{}{}:
+		defer func() { <-a.lookup }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, ctx.Err())
+	}
+	_, err := a.store.Tag(ctx, name)
+	if errors.Is(err, persist.ErrNotFound) {
+		if !a.opts.AutoCreate {
+			return nil, fmt.Errorf("%w: %q (auto-create is off)", ErrUnknownTag, name)
+		}
+		if _, err = a.store.Create(ctx, name, a.opts.DefaultStep, ""); err == nil {
+			a.log.Info("tag created", "tag", name, "step", a.opts.DefaultStep)
+		}
+	}
+	if err != nil {
+		a.storeFailed(err)
+		return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, err)
+	}
+	a.storeSucceeded()
+	return a.tags.add(a.newTag(name))[0], nil
+}
+
+// take is Store.Take with the outcome recorded.
+func (a *Allocator) take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	start := a.opts.Now()
+	r, err := a.store.Take(ctx, tag, size)
+	if a.opts.Observe != nil {
+		a.opts.Observe(a.opts.Now().Sub(start), err)
+	}
+	if err != nil && !errors.Is(err, persist.ErrNotFound) {
+		a.storeFailed(err)
+	} else {
+		a.storeSucceeded()
+	}
+	return r, err
+}
+
+func (a *Allocator) storeFailed(err error) {
+	a.storeOK.Store(false)
+	a.storeErr.Store(&storeError{err: err, at: a.opts.Now()})
+}
+
+func (a *Allocator) storeSucceeded() {
+	if !a.storeOK.Load() {
+		a.storeOK.Store(true)
+		a.log.Info("database reachable again")
+	}
+}
+
+func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }
+
+// Close stops the loaders and the sync, then gives back what was reserved
+// and never handed out (DESIGN.md §4): per tag, the prefetched next segment
+// whole, then, only if that matched, the unused tail of the current one,
+// each with one compare-and-set that matches only when no other server took
+// a range above it. The server must have stopped calling Next before.
+func (a *Allocator) Close(ctx context.Context) error {
+	if !a.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if a.stop != nil {
+		a.stop()
+		<-a.syncDone
+	}
+	for _, t := range a.pool.close() {
+		t.mu.Lock()
+		if l := t.inflight; l != nil {
+			t.inflight = nil
+			l.err = ErrClosed
+			close(l.done)
+		}
+		t.mu.Unlock()
+	}
+	tags := a.tags.all()
+	work := make(chan *Tag)
+	errs := make(chan error, len(tags))
+	var wg sync.WaitGroup
+	for range a.opts.Loaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				if err := t.giveBack(ctx); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for _, t := range tags {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// giveBack returns the tag's unused IDs to the database; see Close.
+func (t *Tag) giveBack(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.retry != nil {
+		t.retry.Stop()
+		t.retry = nil
+	}
+	if !t.init {
+		return nil
+	}
+	cur := t.cur.Load()
+	// Swap, not Load: a request that raced Close now fails instead of taking
+	// an ID this call is about to give back.
+	first := min(cur.value.Swap(math.MaxInt64/2), cur.last) + 1
+	if t.next != nil {
+		ok, err := t.a.store.GiveBack(ctx, t.name, t.next.end(), t.next.start)
+		if errors.Is(err, persist.ErrNotFound) {
+			return nil // the row is gone: nothing to give back to
+		}
+		if err != nil || !ok {
+			t.a.log.Info("kept the next segment: another server allocated above it", "tag", t.name, "err", err)
+			return err
+		}
+		t.a.log.Debug("gave back the next segment", "tag", t.name, "from", t.next.start)
+		t.next = nil
+	}
+	if first >= cur.end() {
+		return nil
+	}
+	ok, err := t.a.store.GiveBack(ctx, t.name, cur.end(), first)
+	if errors.Is(err, persist.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("segment: give back %q: %w", t.name, err)
+	}
+	if ok {
+		t.a.log.Debug("gave back the unused tail", "tag", t.name, "from", first)
+	}
+	return nil
+}
+
+// MaxBatch is the largest n NextN accepts.
+func (a *Allocator) MaxBatch() int64 { return a.opts.MaxBatch }

@@ -1,0 +1,228 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-id/leaf/persist"
+)
+
+// fakeStore is an in-memory Store whose Take can be made to block, fail or
+// report each call, so tests force every branch of the allocator on cue.
+type fakeStore struct {
+	mu      sync.Mutex
+	rows    map[string]*persist.Tag
+	onTake  func(ctx context.Context, tag string, size int64) error // runs before a Take applies
+	takes   int
+	sizes   []int64
+	backs   int
+	lookups int
+}
+
+var (
+	_ persist.Store = (*fakeStore)(nil)
+)
+
+func newFakeStore(tags map[string]int64) *fakeStore {
+	s := &fakeStore{rows: map[string]*persist.Tag{}}
+	for name, step := range tags {
+		s.rows[name] = &persist.Tag{Name: name, MaxID: 1, Step: step}
+	}
+	return s
+}
+
+func (s *fakeStore) hook() func(context.Context, string, int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.onTake
+}
+
+func (s *fakeStore) setHook(h func(context.Context, string, int64) error) {
+	s.mu.Lock()
+	s.onTake = h
+	s.mu.Unlock()
+}
+
+func (s *fakeStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	if h := s.hook(); h != nil {
+		if err := h(ctx, tag, size); err != nil {
+			return persist.Range{}, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return persist.Range{}, fmt.Errorf("%w: %w", persist.ErrUnavailable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[tag]
+	if !ok {
+		return persist.Range{}, fmt.Errorf("%w: %q", persist.ErrNotFound, tag)
+	}
+	if size <= 0 {
+		size = r.Step
+	}
+	if r.MaxID > math.MaxInt64-size {
+		return persist.Range{}, persist.ErrOverflow
+	}
+	r.MaxID += size
+	s.takes++
+	s.sizes = append(s.sizes, size)
+	return persist.Range{Start: r.MaxID - size, End: r.MaxID, Step: r.Step}, nil
+}
+
+func (s *fakeStore) Tags(ctx context.Context) ([]persist.Tag, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]persist.Tag, 0, len(s.rows))
+	for _, r := range s.rows {
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+func (s *fakeStore) Tag(ctx context.Context, name string) (persist.Tag, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lookups++
+	r, ok := s.rows[name]
+	if !ok {
+		return persist.Tag{}, fmt.Errorf("%w: %q", persist.ErrNotFound, name)
+	}
+	return *r, nil
+}
+
+func (s *fakeStore) Create(ctx context.Context, name string, step int64, desc string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.rows[name]; ok {
+		return false, nil
+	}
+	s.rows[name] = &persist.Tag{Name: name, MaxID: 1, Step: step, Description: desc}
+	return true, nil
+}
+
+func (s *fakeStore) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[tag]
+	if !ok || r.MaxID != from {
+		return false, nil
+	}
+	r.MaxID = to
+	s.backs++
+	return true, nil
+}
+
+func (s *fakeStore) Close() error { return nil }
+
+// maxID reads a row's max_id.
+func (s *fakeStore) maxID(tag string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rows[tag].MaxID
+}
+
+func (s *fakeStore) setMaxID(tag string, v int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows[tag].MaxID = v
+}
+
+func (s *fakeStore) remove(tag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.rows, tag)
+}
+
+func (s *fakeStore) takeCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takes
+}
+
+// clock is an injected clock that only moves when told.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// testOptions are small, fast options for unit tests.
+func testOptions(c *clock) Options {
+	o := DefaultOptions()
+	o.DefaultStep = 100
+	o.MaxStep = 1600
+	o.LoadTimeout = 5 * time.Second
+	o.RetryBackoff = time.Millisecond
+	o.MaxRetryBackoff = time.Millisecond
+	if c != nil {
+		o.Now = c.Now
+	}
+	return o
+}
+
+// newTestAllocator starts an allocator over store and closes it at cleanup.
+func newTestAllocator(t *testing.T, store persist.Store, o Options) *Allocator {
+	t.Helper()
+	a := New(store, o)
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	return a
+}
+
+// waitReady blocks until the tag's load in flight ends.
+func waitLoad(t *testing.T, tag *Tag) {
+	t.Helper()
+	tag.mu.Lock()
+	l := tag.inflight
+	tag.mu.Unlock()
+	if l != nil {
+		<-l.done
+	}
+}
+
+func mustNext(t *testing.T, tag *Tag) int64 {
+	t.Helper()
+	id, err := tag.Next(context.Background())
+	if err != nil {
+		t.Fatalf("next %q: %v", tag.name, err)
+	}
+	return id
+}
+
+func mustNextN(t *testing.T, tag *Tag, n int64) int64 {
+	t.Helper()
+	id, err := tag.NextN(context.Background(), n)
+	if err != nil {
+		t.Fatalf("nextN %q %d: %v", tag.name, n, err)
+	}
+	return id
+}
+
+func mustLookup(t *testing.T, a *Allocator, name string) *Tag {
+	t.Helper()
+	tag, err := a.Lookup(context.Background(), []byte(name))
+	if err != nil {
+		t.Fatalf("lookup %q: %v", name, err)
+	}
+	return tag
+}

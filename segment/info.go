@@ -1,0 +1,139 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// SegmentInfo describes one of a tag's two segments, as Leaf's /cache shows
+// it: Value is the next ID it would hand out, Max its exclusive end, Step
+// its size. A slot with no segment is all zero.
+type SegmentInfo struct {
+	Value, Max, Step int64
+}
+
+// TagInfo is a snapshot of one tag's state.
+type TagInfo struct {
+	Name      string
+	Init      bool           // a first segment was loaded
+	Pos       int            // slot of the current segment in Segments
+	NextReady bool           // the other slot holds a loaded segment
+	Loading   bool           // a load is queued or running
+	Step      int64          // adaptive step of the last load
+	MinStep   int64          // the table's step
+	Segments  [2]SegmentInfo // indexed by slot
+	Loads     int64          // successful loads
+	Failures  int64          // failed loads and dedicated takes
+	LastLoad  time.Time      // zero before the first load
+	LastError string         // of the last failure, "" when none
+	Issued    int64          // IDs handed out by this process
+	// RunwayIDs is how many IDs are cached (rest of the current segment
+	// plus the next); RunwaySeconds how long they last at the recent rate,
+	// +Inf when the tag is idle.
+	RunwayIDs     int64
+	RunwaySeconds float64
+	GuardHigh     int64 // IDs below this are reserved; the database must answer above
+	GuardTrips    int64 // ranges refused because the database went below GuardHigh
+	Vanished      bool  // the row was missing at the last sync or load
+}
+
+// Info returns the state of a known tag; ErrUnknownTag when this server has
+// not seen it.
+func (a *Allocator) Info(name string) (TagInfo, error) {
+	t := a.tags.get(name)
+	if t == nil {
+		return TagInfo{}, fmt.Errorf("%w: %q", ErrUnknownTag, name)
+	}
+	return t.Info(), nil
+}
+
+// Tags returns the state of every known tag, sorted by name.
+func (a *Allocator) Tags() []TagInfo {
+	tags := a.tags.all()
+	out := make([]TagInfo, len(tags))
+	for i, t := range tags {
+		out[i] = t.Info()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Info returns a snapshot of the tag's state.
+func (t *Tag) Info() TagInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.a.nowNanos()
+	cur := t.cur.Load()
+	in := TagInfo{
+		Name:       t.name,
+		Init:       t.init,
+		Pos:        t.pos,
+		NextReady:  t.next != nil,
+		Loading:    t.inflight != nil,
+		Step:       t.step,
+		MinStep:    t.minStep,
+		Loads:      t.loads,
+		Failures:   t.loadFailures,
+		GuardHigh:  t.high,
+		GuardTrips: t.guardTrips,
+		Vanished:   t.vanished.Load(),
+	}
+	if t.lastLoad > 0 {
+		in.LastLoad = time.Unix(0, t.lastLoad)
+	}
+	if t.lastErr != nil {
+		in.LastError = t.lastErr.Error()
+	}
+	used := int64(0)
+	if t.init && cur.size > 0 {
+		first := cur.firstUnissued()
+		used = first - cur.start
+		in.Segments[t.pos] = SegmentInfo{Value: first, Max: cur.end(), Step: cur.size}
+		in.RunwayIDs = cur.end() - first
+	}
+	if n := t.next; n != nil {
+		in.Segments[1-t.pos] = SegmentInfo{Value: n.firstUnissued(), Max: n.end(), Step: n.size}
+		in.RunwayIDs += n.size
+	}
+	in.Issued = t.issued + max(used, 0)
+	rate := t.prevRate
+	if d := now - t.switchedAt; used > 0 && d > 0 && t.switchedAt > 0 {
+		rate = float64(used) / (float64(d) / 1e9)
+	}
+	in.RunwaySeconds = math.Inf(1)
+	if rate > 0 {
+		in.RunwaySeconds = float64(in.RunwayIDs) / rate
+	}
+	return in
+}
+
+// Stats are the allocator's totals.
+type Stats struct {
+	Tags         int
+	Waits        int64 // requests that waited on the database
+	LoadFailures int64
+	GuardTrips   int64
+	QueuedLoads  int
+	StoreOK      bool      // the last database call succeeded
+	StoreError   string    // the last database error, "" when none
+	StoreErrorAt time.Time // when it happened
+}
+
+// Stats returns the allocator's totals.
+func (a *Allocator) Stats() Stats {
+	s := Stats{
+		Tags:         a.tags.len(),
+		Waits:        a.waits.Load(),
+		LoadFailures: a.loadFailures.Load(),
+		GuardTrips:   a.guardTrips.Load(),
+		QueuedLoads:  a.pool.pending(),
+		StoreOK:      a.storeOK.Load(),
+	}
+	if e := a.storeErr.Load(); e != nil {
+		s.StoreError = e.err.Error()
+		s.StoreErrorAt = e.at
+	}
+	return s
+}

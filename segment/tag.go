@@ -1,0 +1,373 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leaf-id/leaf/persist"
+)
+
+// maxEnd keeps every range end far enough below math.MaxInt64 that the adds
+// of failing callers on an exhausted segment can never wrap around.
+const maxEnd = math.MaxInt64 - 1<<40
+
+// errDiscarded marks a load whose range ended up below a dedicated range
+// taken meanwhile: not an error for waiters, who simply load again.
+var errDiscarded = errors.New("segment: loaded range is below a newer one")
+
+// Tag is one tag's double buffer. Look it up once with Allocator.Lookup and
+// call Next or NextN on it: the hot path is one atomic add on the current
+// segment. A Tag is safe for concurrent use.
+type Tag struct {
+	cur      atomic.Pointer[segment]
+	a        *Allocator
+	name     string
+	vanished atomic.Bool // the row was missing at the last sync or load
+
+	mu       sync.Mutex
+	next     *segment
+	inflight *load // the queued or running load, nil when none
+	init     bool  // a first segment was loaded
+	pos      int   // slot of the current segment (0 or 1), as Leaf shows it
+	step     int64 // size of the last segment loaded (adaptive)
+	minStep  int64 // the table's step: the floor of step
+	lastLoad int64 // unix nanos of the last successful load
+	high     int64 // highest range end accepted: later ranges must start here or above
+
+	loads, loadFailures, guardTrips int64
+	lastErr                         error
+	lastErrAt                       int64
+	failures                        int         // consecutive failed loads, for the retry backoff
+	retry                           *time.Timer // pending retry after a failed load
+
+	issued     int64   // IDs issued from retired segments and dedicated ranges
+	switchedAt int64   // unix nanos when cur became current
+	prevRate   float64 // IDs per second over the previous segment
+}
+
+// load is one segment load; done is closed when it ends, after err is set.
+type load struct {
+	done chan struct{}
+	err  error
+}
+
+// Name is the tag's name.
+func (t *Tag) Name() string { return t.name }
+
+// Next returns the tag's next ID.
+func (t *Tag) Next(ctx context.Context) (int64, error) {
+	s := t.cur.Load()
+	id := s.value.Add(1)
+	if id <= s.last {
+		if id == s.trigger {
+			t.prefetch(s)
+		}
+		return id, nil
+	}
+	return t.slow(ctx, 1)
+}
+
+// NextN reserves n consecutive IDs and returns the last one: the caller owns
+// [last-n+1, last]. n must be in 1..max_batch.
+func (t *Tag) NextN(ctx context.Context, n int64) (int64, error) {
+	if n <= 0 {
+		return 0, fmt.Errorf("%w: got %d", ErrBadCount, n)
+	}
+	if n > t.a.opts.MaxBatch {
+		return 0, fmt.Errorf("%w: %d > %d", ErrTooMany, n, t.a.opts.MaxBatch)
+	}
+	s := t.cur.Load()
+	if n <= s.size {
+		last := s.value.Add(n)
+		if last <= s.last {
+			if s.crossed(last, n) {
+				t.prefetch(s)
+			}
+			return last, nil
+		}
+	}
+	return t.slow(ctx, n)
+}
+
+// prefetch starts the load of the next segment; called once per segment,
+// by the caller whose add crossed the prefetch point.
+func (t *Tag) prefetch(s *segment) {
+	t.mu.Lock()
+	if t.cur.Load() == s && t.next == nil && t.inflight == nil {
+		t.startLoadLocked()
+	}
+	t.mu.Unlock()
+}
+
+// slow serves a request the current segment cannot: it switches to the next
+// segment, takes a dedicated range, or waits for the load in flight.
+func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
+	var timer *time.Timer
+	waited := false
+	for {
+		s := t.cur.Load()
+		if n <= s.size {
+			last := s.value.Add(n)
+			if last <= s.last {
+				if s.crossed(last, n) {
+					t.prefetch(s)
+				}
+				return last, nil
+			}
+		}
+		t.mu.Lock()
+		if t.a.closed.Load() {
+			t.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if t.cur.Load() != s {
+			t.mu.Unlock()
+			continue
+		}
+		if t.next != nil && n <= t.next.size {
+			t.switchLocked()
+			t.mu.Unlock()
+			continue
+		}
+		if t.init && (t.next != nil || n > t.nextStepLocked(t.a.nowNanos())) {
+			// n is larger than any segment held or about to be loaded.
+			if !waited {
+				t.a.waits.Add(1)
+			}
+			id, err := t.dedicatedLocked(ctx, n)
+			t.mu.Unlock()
+			return id, err
+		}
+		l := t.inflight
+		if l == nil {
+			if l = t.startLoadLocked(); l == nil {
+				t.mu.Unlock()
+				return 0, ErrClosed
+			}
+		}
+		t.mu.Unlock()
+
+		if !waited {
+			waited = true
+			t.a.waits.Add(1)
+		}
+		if timer == nil {
+			timer = time.NewTimer(t.a.opts.LoadTimeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-l.done:
+			if l.err != nil && !errors.Is(l.err, errDiscarded) {
+				t.mu.Lock()
+				err := t.loadErrorLocked(l.err)
+				t.mu.Unlock()
+				return 0, err
+			}
+		case <-timer.C:
+			return 0, t.timeoutError()
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, t.name, ctx.Err())
+		}
+	}
+}
+
+// switchLocked makes the next segment current.
+func (t *Tag) switchLocked() {
+	now := t.a.nowNanos()
+	old := t.cur.Load()
+	used := old.used()
+	if d := now - t.switchedAt; t.init && used > 0 && d > 0 && t.switchedAt > 0 {
+		t.prevRate = float64(used) / (float64(d) / 1e9)
+	}
+	t.issued += max(used, 0)
+	t.cur.Store(t.next)
+	t.next = nil
+	t.pos ^= 1
+	t.switchedAt = now
+}
+
+// nextStepLocked is the size the next load would take.
+func (t *Tag) nextStepLocked(now int64) int64 {
+	return t.a.policy.next(t.step, t.minStep, time.Duration(now-t.lastLoad))
+}
+
+// dedicatedLocked takes a range of exactly n for one request, then retires
+// every cached segment below it so later IDs stay higher. t.mu is held on
+// entry and on return, but not during the database call, so the hot path's
+// prefetch never waits on the store.
+func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
+	h0 := t.high
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, t.a.opts.LoadTimeout)
+	r, err := t.a.take(ctx, t.name, n)
+	cancel()
+	t.mu.Lock()
+	if err == nil {
+		err = t.checkLocked(r, h0)
+	}
+	if err != nil {
+		t.failLocked(err)
+		return 0, t.loadErrorLocked(err)
+	}
+	if cur := t.cur.Load(); cur.start < r.Start {
+		t.issued += max(cur.used(), 0)
+		t.cur.Store(emptySegment(r.End))
+		t.pos ^= 1
+		t.switchedAt = t.a.nowNanos()
+	}
+	if t.next != nil && t.next.start < r.Start {
+		t.next = nil
+	}
+	t.high = max(t.high, r.End)
+	t.minStep = r.Step
+	t.issued += n
+	t.vanished.Store(false)
+	if t.next == nil && t.inflight == nil {
+		t.startLoadLocked() // refill now, so the next request need not wait
+	}
+	return r.End - 1, nil
+}
+
+// checkLocked applies the monotonic guard to a range from the database.
+// h0 is t.high when the request was sent: the database's max_id only grows,
+// so an answer below h0 means someone lowered it.
+func (t *Tag) checkLocked(r persist.Range, h0 int64) error {
+	if r.Start < h0 {
+		t.guardTrips++
+		t.a.guardTrips.Add(1)
+		t.a.log.Error("refused a range below IDs already reserved: max_id was lowered in the database",
+			"tag", t.name, "start", r.Start, "end", r.End, "reserved_up_to", h0)
+		return fmt.Errorf("%w: tag %q: database gave [%d, %d), IDs up to %d are reserved; raise max_id above %d",
+			ErrGuard, t.name, r.Start, r.End, h0-1, h0-1)
+	}
+	if r.End > maxEnd {
+		return fmt.Errorf("%w: tag %q", ErrOverflow, t.name)
+	}
+	return nil
+}
+
+// startLoadLocked queues a load of the next segment. It returns nil when the
+// allocator is closed.
+func (t *Tag) startLoadLocked() *load {
+	l := &load{done: make(chan struct{})}
+	t.inflight = l
+	if !t.a.pool.push(t) {
+		t.inflight = nil
+		return nil
+	}
+	return l
+}
+
+// runLoad is a loader worker's job for one tag.
+func (t *Tag) runLoad() {
+	a := t.a
+	t.mu.Lock()
+	l := t.inflight
+	first := !t.init
+	var size int64 // 0: the table's step, for the first segment
+	if !first {
+		size = t.nextStepLocked(a.nowNanos())
+	}
+	h0 := t.high
+	t.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.LoadTimeout)
+	r, err := a.take(ctx, t.name, size)
+	cancel()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil {
+		err = t.checkLocked(r, h0)
+	}
+	if err == nil && r.Start < t.high {
+		err = errDiscarded
+	}
+	if err == nil {
+		now := a.nowNanos()
+		t.next = newSegment(r.Start, r.End, a.opts.PrefetchAt, now)
+		t.high = r.End
+		t.minStep = r.Step
+		t.step = max(r.Size(), r.Step)
+		if first {
+			t.step = r.Size()
+			t.init = true
+		}
+		t.lastLoad = now
+		t.loads++
+		t.failures = 0
+		t.vanished.Store(false)
+	} else if !errors.Is(err, errDiscarded) {
+		t.failLocked(err)
+	}
+	t.inflight = nil
+	l.err = err
+	close(l.done)
+	if err != nil && t.next == nil {
+		if errors.Is(err, errDiscarded) {
+			t.startLoadLocked()
+		} else {
+			t.scheduleRetryLocked()
+		}
+	}
+}
+
+// failLocked records a failed database call.
+func (t *Tag) failLocked(err error) {
+	t.loadFailures++
+	t.failures++
+	t.lastErr = err
+	t.lastErrAt = t.a.nowNanos()
+	t.a.loadFailures.Add(1)
+	if errors.Is(err, persist.ErrNotFound) && !t.vanished.Swap(true) {
+		t.a.log.Warn("tag row is gone from the database; serving the IDs already reserved", "tag", t.name)
+	}
+	t.a.log.Warn("segment load failed", "tag", t.name, "err", err)
+}
+
+// scheduleRetryLocked retries a failed load after an exponential backoff, so
+// a tag refills on its own once the database is back.
+func (t *Tag) scheduleRetryLocked() {
+	if t.retry != nil || t.a.closed.Load() {
+		return
+	}
+	d := t.a.opts.RetryBackoff << min(t.failures-1, 8)
+	d = min(d, t.a.opts.MaxRetryBackoff)
+	t.retry = time.AfterFunc(d, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.retry = nil
+		if t.next == nil && t.inflight == nil && !t.a.closed.Load() {
+			t.startLoadLocked()
+		}
+	})
+}
+
+// loadErrorLocked turns a failed load into the error a caller sees.
+func (t *Tag) loadErrorLocked(err error) error {
+	switch {
+	case errors.Is(err, ErrGuard), errors.Is(err, ErrOverflow), errors.Is(err, ErrClosed):
+		return err
+	case errors.Is(err, persist.ErrNotFound):
+		return fmt.Errorf("%w: tag %q: its cached IDs are spent; re-create the row with max_id above %d",
+			ErrTagGone, t.name, t.high-1)
+	default:
+		return fmt.Errorf("%w: tag %q: %w", ErrUnavailable, t.name, err)
+	}
+}
+
+// timeoutError is the error of a request that waited load_timeout.
+func (t *Tag) timeoutError() error {
+	t.mu.Lock()
+	last := t.lastErr
+	t.mu.Unlock()
+	if last != nil {
+		return fmt.Errorf("%w: tag %q: no segment within %s (last error: %v)", ErrUnavailable, t.name, t.a.opts.LoadTimeout, last)
+	}
+	return fmt.Errorf("%w: tag %q: no segment within %s", ErrUnavailable, t.name, t.a.opts.LoadTimeout)
+}
