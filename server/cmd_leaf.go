@@ -1,0 +1,94 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/leaf-id/leaf/segment"
+)
+
+// LEAF.INFO: a tag's state, as Leaf's /cache page shows it, plus runway and
+// guard.
+
+func registerLeaf(t table) {
+	t.add(&command{
+		name: "leaf.info", arity: 2, fn: cmdLeafInfo,
+		flags: []string{"readonly", "fast"}, acl: []string{"read", "fast"},
+		firstKey: 1, keyFlags: []string{"RO", "access"},
+		summary: "Returns the state of a tag: both segments, step, loads, runway and guard",
+		since:   "1.0.0", group: "server", complex: "O(1)",
+		args: []argDoc{{name: "key", typ: "key"}},
+	})
+}
+
+// leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
+const leafInfoFields = 23
+
+// cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
+// are 0/1 integers; last_load is unix milliseconds (0: never);
+// runway_seconds is a double, inf when the tag is idle. It does not look the
+// tag up in the database: a tag this server has not seen is unknown.
+func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	in, err := s.alloc.Info(string(args[1]))
+	if err != nil {
+		if errors.Is(err, segment.ErrUnknownTag) {
+			s.writeError(c, conn, fmt.Sprintf(errUnknownTag, args[1]))
+			return
+		}
+		s.allocError(c, conn, args[1], err)
+		return
+	}
+	c.writeMap(conn, leafInfoFields)
+	conn.WriteBulkString("tag")
+	conn.WriteBulkString(in.Name)
+	conn.WriteBulkString("init")
+	writeBool(conn, in.Init)
+	conn.WriteBulkString("pos")
+	conn.WriteInt(in.Pos)
+	conn.WriteBulkString("next_ready")
+	writeBool(conn, in.NextReady)
+	conn.WriteBulkString("loading")
+	writeBool(conn, in.Loading)
+	conn.WriteBulkString("step")
+	conn.WriteInt64(in.Step)
+	conn.WriteBulkString("min_step")
+	conn.WriteInt64(in.MinStep)
+	for i, sg := range in.Segments {
+		p := "segment0_"
+		if i == 1 {
+			p = "segment1_"
+		}
+		conn.WriteBulkString(p + "value")
+		conn.WriteInt64(sg.Value)
+		conn.WriteBulkString(p + "max")
+		conn.WriteInt64(sg.Max)
+		conn.WriteBulkString(p + "step")
+		conn.WriteInt64(sg.Step)
+	}
+	conn.WriteBulkString("loads")
+	conn.WriteInt64(in.Loads)
+	conn.WriteBulkString("failures")
+	conn.WriteInt64(in.Failures)
+	conn.WriteBulkString("last_load")
+	if in.LastLoad.IsZero() {
+		conn.WriteInt64(0)
+	} else {
+		conn.WriteInt64(in.LastLoad.UnixMilli())
+	}
+	conn.WriteBulkString("issued")
+	conn.WriteInt64(in.Issued)
+	conn.WriteBulkString("runway_ids")
+	conn.WriteInt64(in.RunwayIDs)
+	conn.WriteBulkString("runway_seconds")
+	c.writeDouble(conn, in.RunwaySeconds)
+	conn.WriteBulkString("guard_high")
+	conn.WriteInt64(in.GuardHigh)
+	conn.WriteBulkString("guard_trips")
+	conn.WriteInt64(in.GuardTrips)
+	conn.WriteBulkString("vanished")
+	writeBool(conn, in.Vanished)
+	conn.WriteBulkString("last_error")
+	conn.WriteBulkString(in.LastError)
+}

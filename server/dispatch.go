@@ -1,0 +1,141 @@
+package server
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tidwall/redcon"
+)
+
+// handler runs one command. It is a plain function, not a closure, called
+// with everything it needs: nothing is allocated to call it.
+type handler func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+
+// command is one entry of the command table, with what COMMAND INFO and
+// COMMAND DOCS report about it.
+type command struct {
+	name   string // lowercase; "container|sub" for subcommands, as Redis names them
+	arity  int    // Redis's convention: n exactly n arguments, -n at least n
+	noAuth bool   // runs before authentication (AUTH, HELLO, QUIT)
+	fn     handler
+	subs   map[string]*command // subcommands (CLIENT, COMMAND, CONFIG)
+
+	// For COMMAND INFO and DOCS.
+	flags    []string // "write", "fast", ...
+	acl      []string // ACL categories, without the @
+	firstKey int      // position of the key (the tag), 0 when none
+	keyFlags []string // the key's access flags ("RW", "access", "update")
+	summary  string
+	since    string
+	group    string
+	complex  string
+	args     []argDoc
+	help     []string // a container's HELP lines
+}
+
+// argDoc documents one argument for COMMAND DOCS (redis-cli's hints).
+type argDoc struct {
+	name, typ string
+	optional  bool
+}
+
+// table collects the commands each cmd_*.go file registers.
+type table map[string]*command
+
+func (t table) add(cmds ...*command) {
+	for _, c := range cmds {
+		if _, dup := t[c.name]; dup {
+			panic("server: command registered twice: " + c.name)
+		}
+		t[c.name] = c
+	}
+}
+
+// sub makes the subcommands of a container command, named "container|sub".
+func (c *command) sub(subs ...*command) *command {
+	c.subs = map[string]*command{}
+	for _, s := range subs {
+		c.subs[s.name] = s
+		s.name = c.name + "|" + s.name
+	}
+	return c
+}
+
+// buildCommands builds the immutable command table and the same commands
+// sorted by name.
+func buildCommands() (table, []*command) {
+	t := table{}
+	registerIncr(t)
+	registerLeaf(t)
+	registerConn(t)
+	registerServer(t)
+	sorted := make([]*command, 0, len(t))
+	for _, c := range t {
+		sorted = append(sorted, c)
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	return t, sorted
+}
+
+// sortedSubs returns a container's subcommands by name.
+func (c *command) sortedSubs() []*command {
+	out := make([]*command, 0, len(c.subs))
+	for _, s := range c.subs {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// arityOK applies Redis's arity rule to argc (the command name included).
+func (c *command) arityOK(argc int) bool {
+	if c.arity > 0 {
+		return argc == c.arity
+	}
+	return argc >= -c.arity
+}
+
+// dispatch runs one command in Redis's order of checks: the command exists,
+// then its arity, then authentication, then the handler. On the INCR path
+// it does not allocate.
+func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) == 0 {
+		return
+	}
+	c.commands.Add(1)
+	var cmd *command
+	if n := c.lowerName(args[0]); n >= 0 {
+		cmd = s.cmds[string(c.name[:n])]
+	}
+	if cmd == nil {
+		s.writeError(c, conn, unknownCommandText(args))
+		return
+	}
+	if cmd.subs != nil && len(args) >= 2 {
+		var sub *command
+		if n := c.lowerName(args[1]); n >= 0 {
+			sub = cmd.subs[string(c.name[:n])]
+		}
+		if sub == nil {
+			s.writeError(c, conn, unknownSubText(args))
+			return
+		}
+		cmd = sub
+	}
+	if !cmd.arityOK(len(args)) {
+		s.writeError(c, conn, fmt.Sprintf(errWrongArgs, cmd.name))
+		return
+	}
+	if !c.authed && !cmd.noAuth {
+		s.writeError(c, conn, errNoAuth)
+		return
+	}
+	cmd.fn(s, c, conn, args)
+}
+
+// writeError writes an error reply, never with a CR or LF inside, and
+// counts it.
+func (s *Server) writeError(c *client, conn redcon.Conn, msg string) {
+	c.errors.Add(1)
+	conn.WriteError(sanitize(msg))
+}

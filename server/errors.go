@@ -1,0 +1,165 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/leaf-id/leaf/segment"
+)
+
+// Every error reply leaf sends. The first two groups are byte for byte
+// redis-server 7.0's texts (checked against its source and a live 7.0.15),
+// so clients and scripts that match on them keep working; the SETINFO texts
+// are 7.2's, where the subcommand appeared. The rest are leaf's own, for
+// situations Redis never meets.
+const (
+	// Redis: dispatch, arity, parsing.
+	errWrongArgs      = "ERR wrong number of arguments for '%s' command"
+	errNotInteger     = "ERR value is not an integer or out of range"
+	errUnknownCommand = "ERR unknown command '%s', with args beginning with: %s"
+	errUnknownSub     = "ERR unknown subcommand '%s'. Try %s HELP."
+	errSyntax         = "ERR syntax error"
+	errDBIndex        = "ERR DB index is out of range"
+	errClientName     = "ERR Client names cannot contain spaces, newlines or special characters."
+	errSetInfoOption  = "ERR Unrecognized option '%s'"
+	errSetInfoValue   = "ERR %s cannot contain spaces, newlines or special characters."
+
+	// Redis: authentication and protocol negotiation.
+	errNoAuth     = "NOAUTH Authentication required."
+	errWrongPass  = "WRONGPASS invalid username-password pair or user is disabled."
+	errNoPassword = "ERR AUTH <password> called without any password configured for the default user. " +
+		"Are you sure your configuration is correct?"
+	errHelloNoAuth = "NOAUTH HELLO must be called with the client already authenticated, " +
+		"otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client " +
+		"and select the RESP protocol version at the same time"
+	errNoProto     = "NOPROTO unsupported protocol version"
+	errProtoNotInt = "ERR Protocol version is not an integer or out of range"
+	errHelloOption = "ERR Syntax error in HELLO option '%s'"
+
+	// leaf: INCRBY counts. Redis accepts 0 and negatives (INCRBY is also
+	// its decrement), but IDs never go back and 0 IDs reserve nothing, so
+	// they get a text of their own rather than Redis's "not an integer",
+	// which would be false. Non-canonical numbers ("+5", "07", "1e3", "-0")
+	// get Redis's text, as in Redis.
+	errCountNotPositive = "ERR increment must be positive: INCRBY tag n reserves n IDs (n >= 1)"
+	errCountTooLarge    = "ERR increment exceeds max_batch (%d)"
+
+	// leaf: the allocator's errors (see allocErrorText). TRYAGAIN marks
+	// what a client may retry later.
+	errUnknownTagAuto = "ERR unknown tag '%s' (auto-create is off)"
+	errUnknownTag     = "ERR unknown tag '%s'"
+	errUnavailable    = "TRYAGAIN no cached IDs for tag '%s' and the database is unavailable: %s"
+	errTagGone        = "ERR tag '%s' was deleted from the database: %s"
+	errGuard          = "ERR tag '%s': the database answered a range below IDs already reserved (max_id was lowered): %s"
+	errOverflow       = "ERR tag '%s' has exhausted the 64-bit ID space"
+	errShuttingDown   = "TRYAGAIN server is shutting down"
+	errAllocator      = "ERR %s" // any other allocator error, as it says it
+
+	// leaf: CONFIG SET.
+	errConfigSet = "ERR CONFIG SET is not supported: leaf reads its settings from leaf.yaml at start"
+)
+
+// allocErrorText is the reply for an error of the allocator on tag. The
+// sentinel picks the text; TRYAGAIN marks what a client may retry (go-redis
+// and others retry it on their own).
+func allocErrorText(tag []byte, err error) string {
+	switch {
+	case errors.Is(err, segment.ErrBadTag):
+		return fmt.Sprintf(errAllocator, err.Error()) // "invalid tag name: ..."
+	case errors.Is(err, segment.ErrUnknownTag):
+		return fmt.Sprintf(errUnknownTagAuto, tag)
+	case errors.Is(err, segment.ErrClosed):
+		return errShuttingDown
+	case errors.Is(err, segment.ErrUnavailable):
+		return fmt.Sprintf(errUnavailable, tag, detail(err, segment.ErrUnavailable, tag))
+	case errors.Is(err, segment.ErrTagGone):
+		return fmt.Sprintf(errTagGone, tag, detail(err, segment.ErrTagGone, tag))
+	case errors.Is(err, segment.ErrGuard):
+		return fmt.Sprintf(errGuard, tag, detail(err, segment.ErrGuard, tag))
+	case errors.Is(err, segment.ErrOverflow):
+		return fmt.Sprintf(errOverflow, tag)
+	default:
+		return fmt.Sprintf(errAllocator, err.Error())
+	}
+}
+
+// allocError writes the reply for an error of the allocator on tag. Once
+// Shutdown has cancelled the allocator calls, whatever they returned, the
+// client is told the server is going away.
+func (s *Server) allocError(c *client, conn redcon.Conn, tag []byte, err error) {
+	if s.ctx.Err() != nil {
+		s.writeError(c, conn, errShuttingDown)
+		return
+	}
+	s.writeError(c, conn, allocErrorText(tag, err))
+}
+
+// detail strips what the reply already says from an allocator error: the
+// sentinel's text and the `tag "name": ` the allocator puts before the
+// cause. When the text has another shape, it is kept whole.
+func detail(err, sentinel error, tag []byte) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, sentinel.Error()+": ")
+	if rest, ok := strings.CutPrefix(msg, "tag "+strconv.Quote(string(tag))+": "); ok {
+		return rest
+	}
+	return msg
+}
+
+// sanitize replaces CR and LF with spaces, as Redis does for error texts
+// built from client input: a newline would end the reply early and let the
+// rest be read as another reply. It does not allocate when there is none.
+func sanitize(s string) string {
+	if strings.IndexAny(s, "\r\n") < 0 {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// cstr is b up to its first NUL byte: Redis formats arguments with %s, which
+// stops there, and the texts above follow it.
+func cstr(b []byte) []byte {
+	for i, ch := range b {
+		if ch == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// trunc cuts b to at most n bytes (Redis's %.128s).
+func trunc(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// unknownCommandText is Redis's reply to an unknown command: the name as the
+// client sent it and the first arguments, quoted, each followed by a space,
+// until 128 bytes of them are shown.
+func unknownCommandText(args [][]byte) string {
+	var list []byte
+	for i := 1; i < len(args) && len(list) < 128; i++ {
+		prec := 128 - len(list)
+		list = append(list, '\'')
+		list = append(list, trunc(cstr(args[i]), prec)...)
+		list = append(list, '\'', ' ')
+	}
+	return fmt.Sprintf(errUnknownCommand, trunc(cstr(args[0]), 128), list)
+}
+
+// unknownSubText is Redis's reply to an unknown subcommand of a container
+// command (CLIENT, COMMAND, CONFIG).
+func unknownSubText(args [][]byte) string {
+	return fmt.Sprintf(errUnknownSub, trunc(cstr(args[1]), 128), strings.ToUpper(string(cstr(args[0]))))
+}

@@ -1,0 +1,562 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/segment"
+)
+
+// Tests that need the package's insides: the zero-allocation hot path and
+// the shutdown fence. (servertest imports this package, so these build
+// their own allocator.)
+
+// newAlloc starts an allocator on a SQLite file at path ("" for a new one).
+func newAlloc(tb testing.TB, path string, so segment.Options, wrap func(persist.Store) persist.Store) (*segment.Allocator, string) {
+	tb.Helper()
+	if path == "" {
+		path = filepath.Join(tb.TempDir(), "leaf.db")
+	}
+	ctx := context.Background()
+	db, err := persist.OpenSQLite(ctx, path, persist.Options{CreateSchema: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var store persist.Store = db
+	if wrap != nil {
+		store = wrap(db)
+	}
+	a := segment.New(store, so)
+	if err := a.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		a.Close(context.Background())
+		db.Close()
+	})
+	return a, path
+}
+
+// serve runs s on 127.0.0.1:0 and returns the address; the server is shut
+// down at cleanup unless the test did.
+func serve(tb testing.TB, s *Server) string {
+	tb.Helper()
+	addr, _ := serveNotify(tb, s)
+	return addr
+}
+
+// notifyListener closes closed when it is closed.
+type notifyListener struct {
+	net.Listener
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *notifyListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// serveNotify is serve, and also returns a channel closed when Shutdown
+// closes the listener.
+func serveNotify(tb testing.TB, s *Server) (string, <-chan struct{}) {
+	tb.Helper()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln := &notifyListener{Listener: tcp, closed: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	tb.Cleanup(func() {
+		s.Shutdown(context.Background())
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String(), ln.closed
+}
+
+// fakeConn is a redcon.Conn that keeps replies in a reused buffer, for
+// measuring the server path alone.
+type fakeConn struct {
+	buf  []byte
+	ctx  any
+	cmds []redcon.Command
+}
+
+var _ redcon.Conn = (*fakeConn)(nil)
+
+func (f *fakeConn) grow() {
+	if len(f.buf) > 1<<16 {
+		f.buf = f.buf[:0]
+	}
+}
+func (f *fakeConn) RemoteAddr() string     { return "127.0.0.1:1" }
+func (f *fakeConn) Close() error           { return nil }
+func (f *fakeConn) WriteError(msg string)  { f.grow(); f.buf = redcon.AppendError(f.buf, msg) }
+func (f *fakeConn) WriteString(str string) { f.grow(); f.buf = redcon.AppendString(f.buf, str) }
+func (f *fakeConn) WriteBulk(bulk []byte)  { f.grow(); f.buf = redcon.AppendBulk(f.buf, bulk) }
+func (f *fakeConn) WriteBulkString(bulk string) {
+	f.grow()
+	f.buf = redcon.AppendBulkString(f.buf, bulk)
+}
+func (f *fakeConn) WriteInt(num int)            { f.WriteInt64(int64(num)) }
+func (f *fakeConn) WriteInt64(num int64)        { f.grow(); f.buf = redcon.AppendInt(f.buf, num) }
+func (f *fakeConn) WriteUint64(num uint64)      { f.grow(); f.buf = redcon.AppendUint(f.buf, num) }
+func (f *fakeConn) WriteArray(count int)        { f.grow(); f.buf = redcon.AppendArray(f.buf, count) }
+func (f *fakeConn) WriteNull()                  { f.grow(); f.buf = redcon.AppendNull(f.buf) }
+func (f *fakeConn) WriteRaw(data []byte)        { f.grow(); f.buf = append(f.buf, data...) }
+func (f *fakeConn) WriteAny(v any)              { f.grow(); f.buf = redcon.AppendAny(f.buf, v) }
+func (f *fakeConn) Context() any                { return f.ctx }
+func (f *fakeConn) SetContext(v any)            { f.ctx = v }
+func (f *fakeConn) SetReadBuffer(int)           {}
+func (f *fakeConn) Detach() redcon.DetachedConn { panic("not supported") }
+func (f *fakeConn) ReadPipeline() []redcon.Command {
+	c := f.cmds
+	f.cmds = nil
+	return c
+}
+func (f *fakeConn) PeekPipeline() []redcon.Command { return f.cmds }
+func (f *fakeConn) NetConn() net.Conn              { return nil }
+func (f *fakeConn) WriteBulkFrom(int64, io.Reader) {}
+
+// lastReply is the last integer reply written.
+func (f *fakeConn) lastInt(t *testing.T) int64 {
+	t.Helper()
+	s := string(f.buf)
+	s = strings.TrimSuffix(s, "\r\n")
+	i := strings.LastIndexByte(s, '\n')
+	line := s[i+1:]
+	if !strings.HasPrefix(line, ":") {
+		t.Fatalf("last reply %q is not an integer", line)
+	}
+	n, err := strconv.ParseInt(line[1:], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// bigStepOptions make segments of a million IDs, so no load (which
+// allocates, in the allocator) happens while allocations are counted.
+func bigStepOptions() segment.Options {
+	so := segment.DefaultOptions()
+	so.DefaultStep = 1_000_000
+	return so
+}
+
+func args(s ...string) [][]byte {
+	out := make([][]byte, len(s))
+	for i, a := range s {
+		out[i] = []byte(a)
+	}
+	return out
+}
+
+// TestIncrZeroAlloc: INCR and INCRBY on a known tag allocate nothing on the
+// server path: dispatch, the tag cache, the handler, the reply, and the
+// connection lock of serveRESP.
+func TestIncrZeroAlloc(t *testing.T) {
+	a, _ := newAlloc(t, "", bigStepOptions(), nil)
+	s := New(a, Options{MaxBatch: 1000})
+	conn := &fakeConn{}
+	c := newClient(s, conn)
+	conn.SetContext(c)
+	incrA, incrB := args("INCR", "a"), args("incr", "b")
+	incrByA := args("INCRBY", "a", "5")
+	cmdA := redcon.Command{Args: incrA}
+	// Warm up: create both tags and let the allocator publish them.
+	for range 20 {
+		s.dispatch(c, conn, incrA)
+		s.dispatch(c, conn, incrB)
+	}
+	first := conn.lastInt(t)
+	flip := false
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"INCR same tag", func() { s.dispatch(c, conn, incrA) }},
+		{"INCR alternating tags", func() {
+			if flip = !flip; flip {
+				s.dispatch(c, conn, incrA)
+			} else {
+				s.dispatch(c, conn, incrB)
+			}
+		}},
+		{"INCRBY", func() { s.dispatch(c, conn, incrByA) }},
+		{"serveRESP", func() { s.serveRESP(conn, cmdA) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := testing.AllocsPerRun(1000, tc.f); n != 0 {
+				t.Errorf("%v allocations per command, want 0", n)
+			}
+		})
+	}
+	if last := conn.lastInt(t); last <= first {
+		t.Fatalf("the commands did not run: last reply %d, first %d", last, first)
+	}
+	if got := c.errors.Load(); got != 0 {
+		t.Fatalf("%d error replies: %q", got, conn.buf)
+	}
+}
+
+// BenchmarkDispatchIncr is the server path of INCR alone (no network).
+func BenchmarkDispatchIncr(b *testing.B) {
+	a, _ := newAlloc(b, "", bigStepOptions(), nil)
+	s := New(a, Options{})
+	conn := &fakeConn{}
+	c := newClient(s, conn)
+	conn.SetContext(c)
+	cmd := redcon.Command{Args: args("INCR", "bench")}
+	s.serveRESP(conn, cmd)
+	b.Run("serveRESP", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.serveRESP(conn, cmd)
+		}
+	})
+	b.Run("dispatch-without-lock", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.dispatch(c, conn, cmd.Args)
+		}
+	})
+}
+
+func TestParseInt(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true}, {"1", 1, true}, {"42", 42, true}, {"-5", -5, true},
+		{"9223372036854775807", 9223372036854775807, true},
+		{"-9223372036854775808", -9223372036854775808, true},
+		{"9223372036854775808", 0, false}, {"-9223372036854775809", 0, false},
+		{"99999999999999999999", 0, false}, {"184467440737095516160", 0, false},
+		{"", 0, false}, {"-", 0, false}, {"+5", 0, false}, {"07", 0, false}, {"00", 0, false},
+		{"-0", 0, false}, {"-07", 0, false}, {" 5", 0, false}, {"5 ", 0, false}, {"1e3", 0, false},
+		{"0x10", 0, false}, {"1_000", 0, false}, {"5\x00", 0, false},
+	} {
+		got, ok := parseInt([]byte(tc.in))
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("parseInt(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzParseInt: parseInt accepts exactly the canonical decimal form of an
+// int64, which is what strconv.FormatInt prints.
+func FuzzParseInt(f *testing.F) {
+	for _, s := range []string{"0", "1", "-1", "+1", "01", "-0", "9223372036854775807", "-9223372036854775808", "1e3", " 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseInt([]byte(s))
+		v, err := strconv.ParseInt(s, 10, 64)
+		want := err == nil && strconv.FormatInt(v, 10) == s
+		if ok != want || (ok && got != v) {
+			t.Fatalf("parseInt(%q) = %d, %v; want %d, %v", s, got, ok, v, want)
+		}
+	})
+}
+
+// rawIncrLoop sends pipelines of n INCR tag until the connection fails, and
+// returns the IDs it was answered. ready is called after 10 pipelines.
+func rawIncrLoop(addr, tag string, n int, ready func()) ([]int64, error) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	var req strings.Builder
+	for range n {
+		req.WriteString("*2\r\n$4\r\nINCR\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
+	}
+	r := bufio.NewReader(nc)
+	var ids []int64
+	for {
+		if _, err := io.WriteString(nc, req.String()); err != nil {
+			return ids, nil
+		}
+		for range n {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return ids, nil // closed by Shutdown
+			}
+			if !strings.HasPrefix(line, ":") {
+				return ids, errors.New("unexpected reply " + line)
+			}
+			id, err := strconv.ParseInt(strings.TrimSpace(line[1:]), 10, 64)
+			if err != nil {
+				return ids, err
+			}
+			ids = append(ids, id)
+			if ready != nil && len(ids) >= 10*n {
+				ready()
+				ready = nil
+			}
+		}
+	}
+}
+
+// TestShutdownFence: with clients pipelining INCR as fast as they can,
+// Shutdown returns with no INCR handler running and none starts afterwards;
+// the allocator then gives unused IDs back, and a restarted server hands
+// out none of the IDs the clients received.
+func TestShutdownFence(t *testing.T) {
+	so := segment.DefaultOptions()
+	so.DefaultStep = 100 // many segment switches and loads under way
+	a, path := newAlloc(t, "", so, nil)
+	s := New(a, Options{})
+
+	var inflight, late, calls atomic.Int64
+	fenced := func() bool {
+		select {
+		case <-s.fenced:
+			return true
+		default:
+			return false
+		}
+	}
+	orig := s.cmds["incr"].fn
+	s.cmds["incr"].fn = func(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+		inflight.Add(1)
+		if fenced() {
+			late.Add(1)
+		}
+		calls.Add(1)
+		orig(s, c, conn, args)
+		if fenced() {
+			late.Add(1)
+		}
+		inflight.Add(-1)
+	}
+	addr := serve(t, s)
+
+	const clients = 8
+	var started, done sync.WaitGroup
+	received := make([][]int64, clients)
+	errs := make([]error, clients)
+	for i := range clients {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			var once sync.Once
+			received[i], errs[i] = rawIncrLoop(addr, "fence", 50, func() { once.Do(started.Done) })
+			once.Do(started.Done)
+		}()
+	}
+	started.Wait() // every client is pipelining
+
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n := inflight.Load(); n != 0 {
+		t.Fatalf("%d INCR handlers still running after Shutdown returned", n)
+	}
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatalf("allocator Close: %v", err)
+	}
+	done.Wait()
+	if n := late.Load(); n != 0 {
+		t.Fatalf("%d INCR handlers ran after the fence", n)
+	}
+	seen := map[int64]bool{}
+	var highest int64
+	for i, ids := range received {
+		if errs[i] != nil {
+			t.Fatalf("client %d: %v", i, errs[i])
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("ID %d received twice", id)
+			}
+			seen[id] = true
+			highest = max(highest, id)
+		}
+	}
+	t.Logf("%d INCRs ran, %d replies reached the clients, highest %d", calls.Load(), len(seen), highest)
+
+	// Restart on the same database: the given-back IDs come again, but
+	// none that a client received.
+	a2, _ := newAlloc(t, path, so, nil)
+	s2 := New(a2, Options{})
+	addr2 := serve(t, s2)
+	ids, err := rawIncrLoopOnce(addr2, "fence", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("after the restart, ID %d was handed out again", id)
+		}
+	}
+	if ids[0] <= highest {
+		t.Fatalf("after the restart, first ID %d is not above the highest received %d", ids[0], highest)
+	}
+}
+
+// rawIncrLoopOnce sends one pipeline of n INCR tag and returns the IDs.
+func rawIncrLoopOnce(addr, tag string, n int) ([]int64, error) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	var req strings.Builder
+	for range n {
+		req.WriteString("*2\r\n$4\r\nINCR\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
+	}
+	if _, err := io.WriteString(nc, req.String()); err != nil {
+		return nil, err
+	}
+	r := bufio.NewReader(nc)
+	ids := make([]int64, 0, n)
+	for range n {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return ids, err
+		}
+		id, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, ":")), 10, 64)
+		if err != nil {
+			return ids, errors.New("reply " + line)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// blockingStore holds Take until release is closed, and says when one is
+// held.
+type blockingStore struct {
+	persist.Store
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	b.once.Do(func() { close(b.entered) })
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return persist.Range{}, ctx.Err()
+	}
+	return b.Store.Take(ctx, tag, size)
+}
+
+// TestShutdownWaitsForInflight: a command waiting on the database holds
+// Shutdown until it finishes; when Shutdown's context ends first, the wait
+// is cancelled and Shutdown still returns with no handler running.
+func TestShutdownWaitsForInflight(t *testing.T) {
+	for _, expire := range []bool{false, true} {
+		t.Run("context expires="+strconv.FormatBool(expire), func(t *testing.T) {
+			bs := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
+			a, _ := newAlloc(t, "", segment.DefaultOptions(), func(s persist.Store) persist.Store {
+				bs.Store = s
+				return bs
+			})
+			s := New(a, Options{})
+			var inflight, finished atomic.Int64
+			orig := s.cmds["incr"].fn
+			s.cmds["incr"].fn = func(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+				inflight.Add(1)
+				orig(s, c, conn, args)
+				finished.Add(1)
+				inflight.Add(-1)
+			}
+			addr, stopped := serveNotify(t, s)
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			io.WriteString(nc, "INCR slow\r\n")
+			<-bs.entered // the INCR waits on the database
+
+			ctx, cancel := context.WithCancel(context.Background())
+			if expire {
+				cancel()
+			} else {
+				defer cancel()
+				// Released only once Shutdown has stopped accepting: it
+				// must then wait for the INCR.
+				go func() {
+					<-stopped
+					close(bs.release)
+				}()
+			}
+			err = s.Shutdown(ctx)
+			if expire {
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("Shutdown = %v, want context.Canceled", err)
+				}
+				close(bs.release)
+			} else if err != nil {
+				t.Fatalf("Shutdown: %v", err)
+			}
+			if n := inflight.Load(); n != 0 {
+				t.Fatalf("%d handlers running after Shutdown", n)
+			}
+			if n := finished.Load(); n != 1 {
+				t.Fatalf("%d INCRs finished, want 1", n)
+			}
+		})
+	}
+}
+
+// TestAllocErrorText: each allocator error, in the shapes the allocator
+// formats them, gets its reply; the tag and the cause are said once.
+func TestAllocErrorText(t *testing.T) {
+	tag := []byte("g")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: tag %q: %w", segment.ErrUnavailable, "g", errors.New("dial tcp: refused")),
+			"TRYAGAIN no cached IDs for tag 'g' and the database is unavailable: dial tcp: refused"},
+		{fmt.Errorf("%w: tag %q: no segment within %s (last error: %v)", segment.ErrUnavailable, "g", "2s", "timeout"),
+			"TRYAGAIN no cached IDs for tag 'g' and the database is unavailable: no segment within 2s (last error: timeout)"},
+		{fmt.Errorf("%w: something else", segment.ErrUnavailable),
+			"TRYAGAIN no cached IDs for tag 'g' and the database is unavailable: something else"},
+		{fmt.Errorf("%w: tag %q: its cached IDs are spent; re-create the row with max_id above %d", segment.ErrTagGone, "g", 20),
+			"ERR tag 'g' was deleted from the database: its cached IDs are spent; re-create the row with max_id above 20"},
+		{fmt.Errorf("%w: tag %q: database gave [%d, %d), IDs up to %d are reserved; raise max_id above %d", segment.ErrGuard, "g", 1, 11, 20, 20),
+			"ERR tag 'g': the database answered a range below IDs already reserved (max_id was lowered): database gave [1, 11), IDs up to 20 are reserved; raise max_id above 20"},
+		{fmt.Errorf("%w: tag %q", segment.ErrOverflow, "g"), "ERR tag 'g' has exhausted the 64-bit ID space"},
+		{segment.ErrClosed, "TRYAGAIN server is shutting down"},
+		{fmt.Errorf("%w: %q (auto-create is off)", segment.ErrUnknownTag, "g"), "ERR unknown tag 'g' (auto-create is off)"},
+		{fmt.Errorf("%w: empty", segment.ErrBadTag), "ERR invalid tag name: empty"},
+		{fmt.Errorf("%w: 7 > 5", segment.ErrTooMany), "ERR count exceeds max_batch: 7 > 5"},
+		{errors.New("boom"), "ERR boom"},
+	} {
+		if got := allocErrorText(tag, tc.err); got != tc.want {
+			t.Errorf("%v:\n got %q\nwant %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	for in, want := range map[string]string{"": "", "ok": "ok", "a\r\nb": "a  b", "\n": " ", "x\ry": "x y"} {
+		if got := sanitize(in); got != want {
+			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+// Package servertest starts a real leaf server for tests: an allocator on a
+// SQLite file and the Redis-protocol listener on 127.0.0.1:0, all stopped
+// by t.Cleanup in the order leaf itself stops (server, allocator, store).
+package servertest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/segment"
+	"github.com/leaf-id/leaf/server"
+)
+
+// Options configure Start. The zero value is a server with the default
+// allocator options, no password, on a fresh database file.
+type Options struct {
+	// Server options. MaxBatch defaults to the allocator's.
+	Server server.Options
+	// Segment, when not nil, replaces segment.DefaultOptions().
+	Segment *segment.Options
+	// Path is the SQLite file; "" makes a new one in t.TempDir(). Start
+	// twice on one path to test a restart.
+	Path string
+	// Wrap, when not nil, wraps the store the allocator uses (fault
+	// injection: slow or failing calls).
+	Wrap func(persist.Store) persist.Store
+}
+
+// Instance is a running server.
+type Instance struct {
+	Addr   string // host:port of the listener
+	Path   string // the SQLite file
+	Server *server.Server
+	Alloc  *segment.Allocator
+	Store  persist.Store // what the allocator uses (wrapped when Wrap is set)
+
+	sqlite   *persist.SQLite
+	served   chan error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start opens the store, starts the allocator and serves on 127.0.0.1:0.
+// Everything is stopped by tb.Cleanup (or earlier by Stop).
+func Start(tb testing.TB, opts Options) *Instance {
+	tb.Helper()
+	ctx := context.Background()
+	path := opts.Path
+	if path == "" {
+		path = filepath.Join(tb.TempDir(), "leaf.db")
+	}
+	db, err := persist.OpenSQLite(ctx, path, persist.Options{CreateSchema: true})
+	if err != nil {
+		tb.Fatalf("servertest: open sqlite %s: %v", path, err)
+	}
+	var store persist.Store = db
+	if opts.Wrap != nil {
+		store = opts.Wrap(db)
+	}
+	so := segment.DefaultOptions()
+	if opts.Segment != nil {
+		so = *opts.Segment
+	}
+	alloc := segment.New(store, so)
+	if err := alloc.Start(ctx); err != nil {
+		db.Close()
+		tb.Fatalf("servertest: start allocator: %v", err)
+	}
+	sopts := opts.Server
+	if sopts.MaxBatch == 0 {
+		sopts.MaxBatch = so.MaxBatch
+	}
+	srv := server.New(alloc, sopts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		alloc.Close(ctx)
+		db.Close()
+		tb.Fatalf("servertest: listen: %v", err)
+	}
+	in := &Instance{
+		Addr:   ln.Addr().String(),
+		Path:   path,
+		Server: srv,
+		Alloc:  alloc,
+		Store:  store,
+		sqlite: db,
+		served: make(chan error, 1),
+	}
+	go func() { in.served <- srv.Serve(ln) }()
+	tb.Cleanup(func() {
+		if err := in.Stop(); err != nil {
+			tb.Errorf("servertest: stop: %v", err)
+		}
+	})
+	return in
+}
+
+// Stop shuts the server down, closes the allocator (giving unused IDs back)
+// and the store, as leaf does on SIGTERM. It is safe to call more than once;
+// the later calls return the first one's error.
+func (in *Instance) Stop() error {
+	in.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var errs []error
+		if err := in.Server.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := <-in.served; !errors.Is(err, server.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+		if err := in.Alloc.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := in.sqlite.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		in.stopErr = errors.Join(errs...)
+	})
+	return in.stopErr
+}
