@@ -1,0 +1,159 @@
+// Command leaf hands out unique 64-bit IDs over the Redis protocol: any Redis
+// client asks INCR tag and gets the tag's next ID. IDs come from a database
+// (embedded SQLite, or MySQL/MariaDB/TiDB) in reserved ranges, the
+// Leaf-segment design. See README.md and leaf.yaml.
+//
+// main only wires: config -> store -> allocator -> server, and signals.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/leaf-id/leaf/config"
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/segment"
+	"github.com/leaf-id/leaf/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// shutdownTimeout bounds the drain of in-flight commands and the give-back
+// of unused IDs on SIGTERM.
+const shutdownTimeout = 15 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, config.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "leaf:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends, then shuts down cleanly: stop accepting, finish
+// in-flight commands, give unused IDs back, close the store.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	cfg, err := config.Load(args, environ)
+	if errors.Is(err, config.ErrHelp) {
+		fmt.Fprint(stdout, config.Usage("leaf"))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+	log.Info("starting leaf", "version", version, "config", cfg)
+
+	store, err := openStore(ctx, cfg.Store, cfg.Segment, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	alloc := segment.New(store, allocatorOptions(cfg.Segment, log))
+	if err := alloc.Start(ctx); err != nil {
+		log.Warn("could not read the tag list; tags will be looked up on first use", "err", err)
+	}
+
+	srv := server.New(alloc, server.Options{
+		Password: cfg.Server.Password,
+		MaxBatch: cfg.Segment.MaxBatch,
+		Version:  version,
+		Logger:   log,
+	})
+	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		_ = alloc.Close(context.Background())
+		return fmt.Errorf("listen on server.addr %s: %w", cfg.Server.Addr, err)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "store", cfg.Store.Driver)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case serveErr = <-served:
+		log.Error("server stopped", "err", serveErr)
+	}
+
+	down, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(down); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	// Only now, with no command running, may unused IDs be given back.
+	if err := alloc.Close(down); err != nil {
+		log.Warn("giving back unused IDs", "err", err)
+	}
+	log.Info("stopped")
+	if errors.Is(serveErr, server.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// newLogger builds the process logger from log.level and log.format.
+func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.SlogLevel()}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openStore opens the configured backend.
+func openStore(ctx context.Context, c config.StoreConfig, seg config.SegmentConfig, log *slog.Logger) (persist.Store, error) {
+	opts := persist.Options{
+		CreateSchema:    c.CreateSchema,
+		MaxOpenConns:    c.MaxOpenConns,
+		ConnMaxLifetime: c.ConnMaxLifetime,
+		QueryTimeout:    seg.LoadTimeout,
+		Logger:          log,
+	}
+	switch c.Driver {
+	case "mysql":
+		s, err := persist.OpenMySQL(ctx, c.DSN, opts)
+		if err != nil {
+			return nil, fmt.Errorf("store (mysql %s): %w", c.RedactedDSN(), err)
+		}
+		return s, nil
+	default:
+		s, err := persist.OpenSQLite(ctx, c.DSN, opts)
+		if err != nil {
+			return nil, fmt.Errorf("store (sqlite %s): %w", c.DSN, err)
+		}
+		return s, nil
+	}
+}
+
+// allocatorOptions maps the segment section onto the allocator.
+func allocatorOptions(c config.SegmentConfig, log *slog.Logger) segment.Options {
+	o := segment.DefaultOptions()
+	o.DefaultStep = c.DefaultStep
+	o.MaxStep = c.MaxStep
+	o.SegmentDuration = c.SegmentDuration
+	o.PrefetchAt = c.PrefetchAt
+	o.Loaders = c.Loaders
+	o.LoadTimeout = c.LoadTimeout
+	o.SyncInterval = c.SyncInterval
+	o.AutoCreate = c.AutoCreate
+	o.MaxBatch = c.MaxBatch
+	o.Logger = log
+	return o
+}
