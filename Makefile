@@ -1,0 +1,22 @@
+# leaf: `make run` serves on the embedded SQLite default; `make test` checks
+# everything (see README.md).
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.PHONY: run build test bench clean
+
+run:
+	$(GO) run -ldflags "$(LDFLAGS)" . $(ARGS)
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/leaf .
+
+test:
+	bash scripts/test.sh
+
+bench:
+	bash scripts/bench.sh
+
+clean:
+	rm -rf bin

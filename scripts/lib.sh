@@ -1,0 +1,35 @@
+# Shared helpers for leaf's scripts; source it, don't run it.
+
+# need_pkgs CMD PKG...: when command CMD is missing, install the Debian
+# packages PKG... with apt-get (as root), or fail saying what to install.
+need_pkgs() {
+	local cmd=$1
+	shift
+	command -v "$cmd" >/dev/null 2>&1 && return 0
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		echo "$cmd not found: install the Debian packages $* (apt-get install $*)" >&2
+		return 1
+	fi
+	echo "installing $* from Debian's packages" >&2
+	# Keep maintainer scripts from starting system services: we start our
+	# own throwaway servers on loopback.
+	local policy=/usr/sbin/policy-rc.d ours=""
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && ours=1
+	fi
+	local rc=0
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } >&2 || rc=$?
+	[ -n "$ours" ] && rm -f "$policy"
+	return $rc
+}
+
+# wait_log FILE PATTERN SECONDS: wait until FILE has a line matching PATTERN.
+wait_log() {
+	local file=$1 pattern=$2 secs=$3 i
+	for ((i = 0; i < secs * 10; i++)); do
+		grep -q -- "$pattern" "$file" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "timed out waiting for '$pattern' in $file" >&2
+	return 1
+}
