@@ -1,0 +1,152 @@
+package main
+
+// Process-level test harness: the tests in this package build the real
+// binary once and drive it as users do, over real sockets, with real
+// signals.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// leafBin is the binary built by TestMain.
+var leafBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leaf-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	leafBin = filepath.Join(dir, "leaf")
+	build := exec.Command("go", "build", "-race", "-o", leafBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building leaf:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one running leaf process.
+type proc struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	Addr string
+	done chan struct{}
+	err  error // exit status, valid after done
+
+	mu  sync.Mutex
+	log strings.Builder
+}
+
+var servingRe = regexp.MustCompile(`msg=serving addr=(\S+)`)
+
+// startLeaf runs the binary in dir with the given environment (added to a
+// minimal one: listen on 127.0.0.1:0, text logs) and waits until it serves.
+// The process is killed at cleanup if still running.
+func startLeaf(t testing.TB, dir string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(leafBin)
+	cmd.Dir = dir
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"LEAF_SERVER_ADDR=127.0.0.1:0",
+		"LEAF_LOG_FORMAT=text",
+		"LEAF_LOG_LEVEL=debug",
+	}, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := servingRe.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	select {
+	case p.Addr = <-addr:
+	case <-p.done:
+		t.Fatalf("leaf exited before serving: %v\n%s", p.err, p.Log())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("leaf did not serve within 60s\n%s", p.Log())
+	}
+	return p
+}
+
+// Log is what the process wrote to stderr so far.
+func (p *proc) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// Stop sends sig and waits for the exit; SIGTERM must exit 0.
+func (p *proc) Stop(sig syscall.Signal) {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(sig)
+	<-p.done
+	if sig == syscall.SIGTERM && p.err != nil {
+		p.t.Fatalf("leaf exited with %v on SIGTERM\n%s", p.err, p.Log())
+	}
+}
+
+// client is a single-connection go-redis client to p, closed at cleanup.
+func (p *proc) client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func incr(t testing.TB, c *redis.Client, tag string) int64 {
+	t.Helper()
+	id, err := c.Incr(context.Background(), tag).Result()
+	if err != nil {
+		t.Fatalf("INCR %s: %v", tag, err)
+	}
+	return id
+}
