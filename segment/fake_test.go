@@ -226,3 +226,30 @@ func mustLookup(t *testing.T, a *Allocator, name string) *Tag {
 	}
 	return tag
 }
+
+var _ persist.Admin = (*fakeStore)(nil)
+
+func (s *fakeStore) SetStep(ctx context.Context, tag string, step int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[tag]
+	if !ok {
+		return persist.ErrNotFound
+	}
+	r.Step = step
+	return nil
+}
+
+func (s *fakeStore) RaiseFloor(ctx context.Context, tag string, floor int64) (persist.Tag, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[tag]
+	if !ok {
+		return persist.Tag{}, false, persist.ErrNotFound
+	}
+	if r.MaxID >= floor+1 {
+		return *r, false, nil
+	}
+	r.MaxID = floor + 1
+	return *r, true, nil
+}

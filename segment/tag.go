@@ -46,6 +46,7 @@ type Tag struct {
 	retry                           *time.Timer // pending retry after a failed load
 
 	issued     int64   // IDs issued from retired segments and dedicated ranges
+	lastIssued int64   // highest ID issued from a retired segment or dedicated range
 	switchedAt int64   // unix nanos when cur became current
 	prevRate   float64 // IDs per second over the previous segment
 }
@@ -185,6 +186,9 @@ func (t *Tag) switchLocked() {
 		t.prevRate = float64(used) / (float64(d) / 1e9)
 	}
 	t.issued += max(used, 0)
+	if used > 0 {
+		t.lastIssued = max(t.lastIssued, min(old.value.Load(), old.last))
+	}
 	t.cur.Store(t.next)
 	t.next = nil
 	t.pos ^= 1
@@ -216,6 +220,9 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	}
 	if cur := t.cur.Load(); cur.start < r.Start {
 		t.issued += max(cur.used(), 0)
+		if cur.used() > 0 {
+			t.lastIssued = max(t.lastIssued, min(cur.value.Load(), cur.last))
+		}
 		t.cur.Store(emptySegment(r.End))
 		t.pos ^= 1
 		t.switchedAt = t.a.nowNanos()
@@ -226,6 +233,7 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	t.high = max(t.high, r.End)
 	t.minStep = r.Step
 	t.issued += n
+	t.lastIssued = max(t.lastIssued, r.End-1)
 	t.vanished.Store(false)
 	if t.next == nil && t.inflight == nil {
 		t.startLoadLocked() // refill now, so the next request need not wait

@@ -1,0 +1,128 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+func TestFloor(t *testing.T) {
+	tests := []struct {
+		name    string
+		served  int   // IDs served before the floor
+		floor   int64 // LEAF.FLOOR n
+		wantErr error
+		wantMin int64 // the next ID must be above this
+	}{
+		{"above everything reserved", 5, 5000, nil, 5000},
+		{"inside the current segment", 5, 50, nil, 50},
+		{"inside the next segment", 15, 150, nil, 150},
+		{"at the reserved end is no change", 5, 100, nil, 100},
+		{"between served and reserved skips the cache", 15, 20, nil, 20},
+		{"below IDs served refused", 15, 10, ErrWouldLower, 15},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newFakeStore(map[string]int64{"a": 100})
+			o := testOptions(newClock())
+			o.SegmentDuration = 1 // keep the step at 100
+			a := newTestAllocator(t, store, o)
+			tag := mustLookup(t, a, "a")
+			var last int64
+			for range tc.served {
+				last = mustNext(t, tag)
+			}
+			waitLoad(t, tag)
+			before := store.maxID("a")
+			floor, err := a.Floor(context.Background(), "a", tc.floor)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Floor err = %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				if store.maxID("a") != before {
+					t.Fatal("a refused floor changed max_id")
+				}
+			} else if floor < tc.floor {
+				t.Fatalf("floor in effect %d < %d", floor, tc.floor)
+			}
+			for range 300 { // across segments: no ID at or below the floor
+				id := mustNext(t, tag)
+				if id <= tc.wantMin || id <= last {
+					t.Fatalf("id %d after floor %d (last %d)", id, tc.floor, last)
+				}
+				last = id
+			}
+		})
+	}
+}
+
+func TestFloorCreatesMissingTag(t *testing.T) {
+	store := newFakeStore(nil)
+	o := testOptions(newClock())
+	o.AutoCreate = false
+	a := newTestAllocator(t, store, o)
+	if _, err := a.Floor(context.Background(), "migrated", 41); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := a.Next(context.Background(), "migrated"); err != nil || id != 42 {
+		t.Fatalf("Next = %d, %v; want 42", id, err)
+	}
+}
+
+func TestCreateAndSetStep(t *testing.T) {
+	store := newFakeStore(map[string]int64{"a": 10})
+	o := testOptions(newClock())
+	o.AutoCreate = false
+	a := newTestAllocator(t, store, o)
+	if err := a.Create(context.Background(), "a", 5, ""); !errors.Is(err, ErrExists) {
+		t.Fatalf("create existing: %v, want ErrExists", err)
+	}
+	if _, err := a.Next(context.Background(), "b"); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("next unknown: %v", err)
+	}
+	if err := a.Create(context.Background(), "b", 7, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	// Created after a miss: the negative cache must not hide it.
+	if id, err := a.Next(context.Background(), "b"); err != nil || id != 1 {
+		t.Fatalf("Next(b) = %d, %v; want 1", id, err)
+	}
+	if in, _ := a.Info("b"); in.Step != 7 {
+		t.Fatalf("step = %d, want 7", in.Step)
+	}
+	if err := a.SetStep(context.Background(), "b", 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetStep(context.Background(), "nope", 50); !errors.Is(err, ErrUnknownTag) {
+		t.Fatalf("set step of a missing tag: %v", err)
+	}
+	tag := mustLookup(t, a, "b")
+	for range 7 {
+		mustNext(t, tag)
+	}
+	waitLoad(t, tag)
+	mustNext(t, tag)
+	if in := tag.Info(); in.MinStep != 50 || in.Step < 50 {
+		t.Fatalf("info = %+v, want min_step 50", in)
+	}
+}
+
+func TestLastIssued(t *testing.T) {
+	store := newFakeStore(map[string]int64{"a": 10})
+	a := newTestAllocator(t, store, testOptions(newClock()))
+	if _, ok := a.LastIssued("a"); ok {
+		t.Fatal("LastIssued before any ID")
+	}
+	tag := mustLookup(t, a, "a")
+	var last int64
+	for range 25 {
+		last = mustNext(t, tag)
+	}
+	if got, ok := a.LastIssued("a"); !ok || got != last {
+		t.Fatalf("LastIssued = %d, %v; want %d", got, ok, last)
+	}
+	last = mustNextN(t, tag, 500) // dedicated range
+	if got, _ := a.LastIssued("a"); got != last {
+		t.Fatalf("after INCRBY LastIssued = %d, want %d", got, last)
+	}
+}
