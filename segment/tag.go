@@ -82,17 +82,25 @@ func (t *Tag) NextN(ctx context.Context, n int64) (int64, error) {
 	if n > t.a.opts.MaxBatch {
 		return 0, fmt.Errorf("%w: %d > %d", ErrTooMany, n, t.a.opts.MaxBatch)
 	}
-	s := t.cur.Load()
+	if last, ok := t.take(t.cur.Load(), n); ok {
+		return last, nil
+	}
+	return t.slow(ctx, n)
+}
+
+// take takes n IDs from s with one atomic add, starting the prefetch when
+// the add crosses its point. ok is false when they do not fit.
+func (t *Tag) take(s *segment, n int64) (last int64, ok bool) {
 	if n <= s.size {
-		last := s.value.Add(n)
+		last = s.value.Add(n)
 		if last <= s.last {
 			if s.crossed(last, n) {
 				t.prefetch(s)
 			}
-			return last, nil
+			return last, true
 		}
 	}
-	return t.slow(ctx, n)
+	return 0, false
 }
 
 // prefetch starts the load of the next segment; called once per segment,
@@ -112,14 +120,8 @@ func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 	waited := false
 	for {
 		s := t.cur.Load()
-		if n <= s.size {
-			last := s.value.Add(n)
-			if last <= s.last {
-				if s.crossed(last, n) {
-					t.prefetch(s)
-				}
-				return last, nil
-			}
+		if last, ok := t.take(s, n); ok {
+			return last, nil
 		}
 		t.mu.Lock()
 		if t.a.closed.Load() {
