@@ -50,7 +50,7 @@ type ServerConfig struct {
 	MaxPipeline     int           // server.max_pipeline: commands read ahead per connection
 	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
 	TLSKey          string        // server.tls_key: PEM key file for TLSCert
-	ProtectedMode   bool          // server.protected_mode: refuse non-loopback clients without a password
+	ProtectedMode   bool          // server.protected_mode: refuse a non-loopback addr without a password
 }
 
 // StoreConfig is the database behind the allocator (section store).
@@ -158,7 +158,7 @@ func keys() []key {
 		{"server.max_pipeline", "pipelined commands read ahead per connection at most", func(c *Config) any { return &c.Server.MaxPipeline }},
 		{"server.tls_cert", "PEM certificate file; set with server.tls_key to serve TLS", func(c *Config) any { return &c.Server.TLSCert }},
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
-		{"server.protected_mode", "without server.password, accept loopback clients only", func(c *Config) any { return &c.Server.ProtectedMode }},
+		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},
 
 		{"store.driver", "database: sqlite or mysql", func(c *Config) any { return &c.Store.Driver }},
 		{"store.dsn", "sqlite file, or mysql DSN user:pass@tcp(host:3306)/db", func(c *Config) any { return &c.Store.DSN }},

@@ -54,6 +54,12 @@ func (c Config) Validate() error {
 	atLeast("server.max_request_bytes", int64(s.MaxRequestBytes), 1)
 	notNegative("server.idle_timeout", s.IdleTimeout)
 	atLeast("server.max_pipeline", int64(s.MaxPipeline), 1)
+	if s.ProtectedMode && s.Password == "" && checkAddr(s.Addr) == nil && !loopback(s.Addr) {
+		// Redis's protected mode: an ID service open to the network without
+		// a password lets anyone take IDs (and, with auto-create, make tags).
+		bad("server.addr", "%q listens beyond loopback and server.password is empty: set a password, "+
+			"listen on 127.0.0.1, or set server.protected_mode: false on a network you trust", s.Addr)
+	}
 	if s.TLSCert != "" && s.TLSKey == "" {
 		bad("server.tls_cert", "set without server.tls_key (set both or neither)")
 	}
@@ -106,6 +112,20 @@ func (c Config) Validate() error {
 	atLeast("segment.max_batch", g.MaxBatch, 1)
 
 	return errors.Join(errs...)
+}
+
+// loopback reports whether addr's host is a loopback address or
+// "localhost"; an empty host means every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkAddr accepts host:port with a numeric port 0-65535 (0 picks a free

@@ -30,6 +30,9 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"server.tls_key without cert", []string{"LEAF_SERVER_TLS_KEY=k.pem"}, "", []string{"config: server.tls_key: set without server.tls_cert"}},
 		{"server.tls_cert without key", []string{"LEAF_SERVER_TLS_CERT=c.pem"}, "", []string{"config: server.tls_cert: set without server.tls_key"}},
 		{"server.protected_mode", []string{"LEAF_SERVER_PROTECTED_MODE=maybe"}, "", []string{`config: server.protected_mode: invalid boolean "maybe"`}},
+		{"protected mode: every interface, no password", []string{"LEAF_SERVER_ADDR=:6380"}, "", []string{`config: server.addr: ":6380" listens beyond loopback and server.password is empty`, "server.protected_mode: false"}},
+		{"protected mode: public address, no password", []string{"LEAF_SERVER_ADDR=10.1.2.3:6380"}, "", []string{`config: server.addr: "10.1.2.3:6380" listens beyond loopback`}},
+		{"protected mode: IPv6 any", []string{"LEAF_SERVER_ADDR=[::]:6380"}, "", []string{`config: server.addr: "[::]:6380" listens beyond loopback`}},
 
 		{"store.driver", []string{"LEAF_STORE_DRIVER=postgres"}, `config: store.driver: must be one of sqlite, mysql, got "postgres"`, nil},
 		{"store.dsn empty", []string{"LEAF_STORE_DSN="}, "config: store.dsn: must not be empty", nil},
@@ -80,6 +83,30 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 			}
 			if strings.Contains(msg, "hunter2") {
 				t.Errorf("error %q shows the password", msg)
+			}
+		})
+	}
+}
+
+// TestProtectedModeAllows: loopback addresses, a password, or protected mode
+// turned off all start.
+func TestProtectedModeAllows(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		environ []string
+	}{
+		{"IPv4 loopback", []string{"LEAF_SERVER_ADDR=127.0.0.1:6380"}},
+		{"IPv6 loopback", []string{"LEAF_SERVER_ADDR=[::1]:6380"}},
+		{"localhost", []string{"LEAF_SERVER_ADDR=localhost:6380"}},
+		{"password set", []string{"LEAF_SERVER_ADDR=:6380", "LEAF_SERVER_PASSWORD=s3cret"}},
+		{"protected mode off", []string{"LEAF_SERVER_ADDR=0.0.0.0:6380", "LEAF_SERVER_PROTECTED_MODE=false"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := Load(nil, tc.environ); err != nil {
+				t.Fatalf("Load: %v", err)
 			}
 		})
 	}
