@@ -32,5 +32,18 @@ else
 fi
 
 go test -race -count=1 -timeout 40m ./...
+
+# Every fuzz target for a short fixed time (FUZZTIME), beyond its checked-in
+# seed corpus (testdata/fuzz/), which the plain run above already replays.
+fuzztime=${FUZZTIME:-10s}
+grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do
+	pkg=./$(dirname "${file#./}")
+	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
+		echo "fuzz $pkg $target ($fuzztime)"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$work/fuzz.log" 2>&1 ||
+			{ cat "$work/fuzz.log" >&2; exit 1; }
+	done
+done
+
 scripts/smoke.sh
 echo "make test: all passed"
