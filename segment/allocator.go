@@ -401,6 +401,7 @@ func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }
 // whole, then, only if that matched, the unused tail of the current one,
 // each with one compare-and-set that matches only when no other server took
 // a range above it. The server must have stopped calling Next before.
+// Each tag's give-back is bounded by LoadTimeout as well as by ctx.
 func (a *Allocator) Close(ctx context.Context) error {
 	if !a.closed.CompareAndSwap(false, true) {
 		return nil
@@ -427,7 +428,13 @@ func (a *Allocator) Close(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			for t := range work {
-				if err := t.giveBack(ctx); err != nil {
+				// A give-back is a database call like a load: bounded by
+				// load_timeout, so that a hung database cannot hold the
+				// shutdown for the whole of ctx (which may have no end).
+				tctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
+				err := t.giveBack(tctx)
+				cancel()
+				if err != nil {
 					errs <- err
 				}
 			}
@@ -466,9 +473,14 @@ func (t *Tag) giveBack(ctx context.Context) error {
 		if errors.Is(err, persist.ErrNotFound) {
 			return nil // the row is gone: nothing to give back to
 		}
-		if err != nil || !ok {
-			t.a.log.Info("kept the next segment: another server allocated above it", "tag", t.name, "err", err)
-			return err
+		if err != nil {
+			// Not "another server allocated above": the database did
+			// not answer. Both segments are kept, a gap.
+			return fmt.Errorf("segment: %w", err) // err names the operation and the tag
+		}
+		if !ok {
+			t.a.log.Info("kept the next segment: another server allocated above it", "tag", t.name)
+			return nil
 		}
 		t.a.log.Debug("gave back the next segment", "tag", t.name, "from", t.next.start)
 		t.next = nil
@@ -481,7 +493,7 @@ func (t *Tag) giveBack(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("segment: give back %q: %w", t.name, err)
+		return fmt.Errorf("segment: %w", err) // err names the operation and the tag
 	}
 	if ok {
 		t.a.log.Debug("gave back the unused tail", "tag", t.name, "from", first)

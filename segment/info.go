@@ -98,13 +98,13 @@ func (t *Tag) Info() TagInfo {
 		in.RunwayIDs += n.size
 	}
 	in.Issued = t.issued + max(used, 0)
-	rate := t.prevRate
-	if d := now - t.switchedAt; used > 0 && d > 0 && t.switchedAt > 0 {
-		rate = float64(used) / (float64(d) / 1e9)
+	r := t.prevRate
+	if used > 0 && t.switchedAt > 0 {
+		r = rate(used, now-t.switchedAt)
 	}
 	in.RunwaySeconds = math.Inf(1)
-	if rate > 0 {
-		in.RunwaySeconds = float64(in.RunwayIDs) / rate
+	if r > 0 {
+		in.RunwaySeconds = float64(in.RunwayIDs) / r
 	}
 	return in
 }
@@ -136,4 +136,10 @@ func (a *Allocator) Stats() Stats {
 		s.StoreErrorAt = e.at
 	}
 	return s
+}
+
+// rate is IDs per second over a window of nanos, taken as at least a second
+// so that a burst right after a switch does not read as a sustained rate.
+func rate(ids, nanos int64) float64 {
+	return float64(ids) / max(float64(nanos)/1e9, 1)
 }

@@ -184,8 +184,8 @@ func (t *Tag) switchLocked() {
 	now := t.a.nowNanos()
 	old := t.cur.Load()
 	used := old.used()
-	if d := now - t.switchedAt; t.init && used > 0 && d > 0 && t.switchedAt > 0 {
-		t.prevRate = float64(used) / (float64(d) / 1e9)
+	if t.init && used > 0 && t.switchedAt > 0 {
+		t.prevRate = rate(used, now-t.switchedAt)
 	}
 	t.issued += max(used, 0)
 	if used > 0 {
@@ -193,7 +193,9 @@ func (t *Tag) switchLocked() {
 	}
 	t.cur.Store(t.next)
 	t.next = nil
-	t.pos ^= 1
+	if old != t.a.empty {
+		t.pos ^= 1 // the first segment takes slot 0, as in Leaf
+	}
 	t.switchedAt = now
 }
 

@@ -1,0 +1,23 @@
+package segment
+
+// Non-blocking variants for an event loop, which serves many clients on one
+// goroutine and must never wait: each does what its blocking counterpart
+// does first, and reports false where that one would go on to the database
+// or wait. The caller then calls the blocking one on another goroutine.
+
+// Known returns the tag named name if this allocator knows it already, nil
+// otherwise (Lookup would then ask the database). It never blocks.
+func (a *Allocator) Known(name []byte) *Tag { return a.tags.getBytes(name) }
+
+// TryNextN is NextN without waiting: it takes n IDs from the current
+// segment when they fit there and returns the last one, exactly as NextN's
+// first step does; otherwise it takes nothing and ok is false, and NextN
+// must be called (it switches segments, takes a dedicated range or waits
+// for a load). It never blocks nor calls the database; it may queue the
+// prefetch, as NextN does.
+func (t *Tag) TryNextN(n int64) (last int64, ok bool) {
+	if n <= 0 || n > t.a.opts.MaxBatch {
+		return 0, false
+	}
+	return t.take(t.cur.Load(), n)
+}
