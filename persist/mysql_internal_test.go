@@ -118,3 +118,33 @@ func TestUnavailableKeepsCause(t *testing.T) {
 		t.Fatalf("wrap(ErrNotFound) = %v", err)
 	}
 }
+
+// The pool takes its size from Options (store.max_open_conns), with the
+// backend's default when zero; idle connections are kept up to the same
+// number.
+func TestMySQLPoolFromOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want int
+	}{
+		{"Configured", Options{MaxOpenConns: 7, ConnMaxLifetime: time.Minute}, 7},
+		{"Default", Options{}, 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := mysqlConfig("u:p@tcp(127.0.0.1:1)/leaf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := connectMySQL(cfg, tc.opts) // no connection yet
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if got := m.db.Stats().MaxOpenConnections; got != tc.want {
+				t.Errorf("MaxOpenConnections = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -10,6 +10,18 @@
 #                                    and writes it to <dir>/dsn
 #   scripts/mariadb.sh stop <dir>    stop it by the PID in <dir>/mariadb.pid and wait
 #
+# Faults, for outage tests (each acts on the PID in <dir>/mariadb.pid):
+#
+#   scripts/mariadb.sh kill <dir>    SIGKILL mariadbd (a crash) and wait until it is gone
+#   scripts/mariadb.sh pause <dir>   SIGSTOP it: connections are still accepted by the
+#                                    kernel but never answered, as a hung server
+#   scripts/mariadb.sh resume <dir>  SIGCONT it
+#
+# start on a <dir> that was started before (and stopped or killed) reuses its
+# data directory, password and port, so the DSN clients hold stays valid;
+# only when that port is taken meanwhile does it pick another (and print the
+# new DSN).
+#
 # The user "leaf" may create and drop databases named leaf*, which is what
 # persist/storetest.MySQLDSN does: one fresh database per test. Typical use:
 #
@@ -22,7 +34,7 @@ set -euo pipefail
 
 log() { echo "mariadb.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { echo "usage: $0 start|stop <dir>" >&2; exit 2; }
+usage() { echo "usage: $0 start|stop|kill|pause|resume <dir>" >&2; exit 2; }
 
 # find_bin NAME: the path of a MariaDB program; /usr/sbin is not always in
 # a non-root PATH.
@@ -62,6 +74,9 @@ ensure_installed() {
 	[ "$rc" = 0 ] || die "apt-get install mariadb-server failed ($rc)"
 	have_mariadb || die "mariadb-server installed but mariadbd not found"
 }
+
+# port_free PORT: nothing listens on 127.0.0.1:PORT now.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # free_port: a random port on 127.0.0.1 that nothing listens on now. The
 # server may still lose a race for it; start retries with another one.
@@ -124,10 +139,20 @@ start() {
 			>"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
 	fi
 
-	local pw
-	pw=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	# A restart keeps the DSN of the previous run: same password, and the
+	# same port when it is still free.
+	local pw="" prev_port=""
+	if [ -f "$dir/dsn" ]; then
+		local old
+		old=$(cat "$dir/dsn")
+		pw=${old#leaf:}
+		pw=${pw%%@*}
+		prev_port=$(sed -n 's/.*@tcp(127\.0\.0\.1:\([0-9]*\)).*/\1/p' "$dir/dsn")
+		case "$pw" in *[!0-9a-f]* | "") pw="" ;; esac
+	fi
+	[ -n "$pw" ] || pw=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 	# Run by the server at every start, before clients: the database, and
-	# the user with a fresh password. No --skip-grant-tables.
+	# the user with its password. No --skip-grant-tables.
 	cat >"$dir/init.sql" <<-SQL
 		CREATE DATABASE IF NOT EXISTS leaf;
 		DROP USER IF EXISTS ''@'localhost';
@@ -142,7 +167,14 @@ start() {
 
 	local timeout=${MARIADB_START_TIMEOUT:-60} attempt port pid ready
 	for attempt in 1 2 3 4 5; do
-		port=$(free_port)
+		if [ "$attempt" = 1 ] && [ -n "$prev_port" ] && port_free "$prev_port"; then
+			port=$prev_port
+		else
+			if [ "$attempt" = 1 ] && [ -n "$prev_port" ]; then
+				log "port $prev_port of the previous run is taken: the DSN changes"
+			fi
+			port=$(free_port)
+		fi
 		log "starting mariadbd on 127.0.0.1:$port (attempt $attempt)"
 		: >"$dir/error.log"
 		"$mariadbd" --no-defaults "${user_opt[@]}" \
@@ -205,6 +237,8 @@ stop() {
 		return 0
 	fi
 	kill -TERM "$pid"
+	# A paused server (pause) acts on SIGTERM only once continued.
+	kill -CONT "$pid" 2>/dev/null || true
 	local deadline=$((SECONDS + 60))
 	while is_mariadbd "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
 	if is_mariadbd "$pid"; then
@@ -217,9 +251,43 @@ stop() {
 	log "stopped (pid $pid)"
 }
 
+# running_pid DIR: the PID of the running mariadbd of DIR, or fail.
+running_pid() {
+	local pid
+	[ -f "$1/mariadb.pid" ] || die "not running (no $1/mariadb.pid)"
+	pid=$(cat "$1/mariadb.pid")
+	is_mariadbd "$pid" || die "not running (pid $pid is gone)"
+	echo "$pid"
+}
+
+# crash DIR: SIGKILL, as a crash or an OOM kill would; the data directory
+# and the DSN stay for the next start.
+crash() {
+	local pid
+	pid=$(running_pid "$1")
+	# A stopped process dies of SIGKILL too.
+	kill -KILL "$pid"
+	local deadline=$((SECONDS + 30))
+	while alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.05; done
+	alive "$pid" && die "pid $pid still alive 30s after SIGKILL"
+	rm -f "$1/mariadb.pid"
+	log "killed (pid $pid)"
+}
+
+# signal DIR SIG: send SIG to the running mariadbd of DIR.
+signal() {
+	local pid
+	pid=$(running_pid "$1")
+	kill -"$2" "$pid"
+	log "sent SIG$2 (pid $pid)"
+}
+
 [ $# -eq 2 ] || usage
 case "$1" in
 start) start "$2" ;;
 stop) stop "$2" ;;
+kill) crash "$2" ;;
+pause) signal "$2" STOP ;;
+resume) signal "$2" CONT ;;
 *) usage ;;
 esac
