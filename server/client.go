@@ -15,10 +15,11 @@ import (
 // are unknown without a lookup.
 const maxCommandName = 32
 
-// client is one connection's state, stored in the redcon connection once at
-// accept. Fields below mu are used only by the connection's own goroutine
-// while it holds mu (that is, inside a command).
+// client is one connection's state, made once at accept. Fields below mu
+// are used only by the connection's own goroutine while it holds mu (that
+// is, inside a command).
 type client struct {
+	cn      *conn // the transport; the fields below are the command layer's
 	id      int64
 	addr    string
 	laddr   string
@@ -30,11 +31,19 @@ type client struct {
 	closed bool // set by Shutdown
 	quit   bool // QUIT: close after this command
 	authed bool
-	resp   int // 2 or 3
+	admin  bool // authenticated as the admin user (cmd_admin.go)
+	resp   int  // 2 or 3
+
+	// inLoop: an event loop is running the command, which must not block;
+	// dispatch sets handoff instead of running one that might.
+	inLoop, handoff bool
 
 	// name is the scratch buffer dispatch lowercases command names into, so
 	// the table lookup m[string(name[:n])] does not allocate.
 	name [maxCommandName]byte
+	// lastCmd is the last command found in the table (not a subcommand):
+	// a repeat skips the lookup.
+	lastCmd *command
 	// The last tag this connection used and its allocator entry: a repeat
 	// INCR compares bytes and skips even the map lookup.
 	tagBuf [segment.MaxTagLen]byte
@@ -47,6 +56,8 @@ type client struct {
 	// its own cache line; INFO sums them.
 	commands atomic.Int64
 	errors   atomic.Int64
+	// stats counts per command, for CommandStats (stats.go).
+	stats clientStats
 
 	// meta is what CLIENT LIST shows to other connections, under its own
 	// small lock (never held across a command).
@@ -57,15 +68,17 @@ type client struct {
 	}
 }
 
-func newClient(s *Server, conn redcon.Conn) *client {
+func newClient(s *Server, rc redcon.Conn) *client {
 	c := &client{
 		id:      s.nextID.Add(1),
-		addr:    conn.RemoteAddr(),
+		addr:    rc.RemoteAddr(),
 		created: s.now(),
 		authed:  !s.hasPass,
 		resp:    2,
 	}
-	if nc := conn.NetConn(); nc != nil {
+	if cn, ok := rc.(*conn); ok {
+		c.laddr = cn.laddr
+	} else if nc := rc.NetConn(); nc != nil {
 		c.laddr = nc.LocalAddr().String()
 	}
 	c.meta.resp = 2

@@ -135,7 +135,7 @@ func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	} else {
 		user = args[1]
 	}
-	if !s.checkAuth(user, pass) {
+	if !s.login(c, user, pass) {
 		s.authFailed(c)
 		s.writeError(c, conn, errWrongPass)
 		return
@@ -179,7 +179,7 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 	}
 	if auth {
-		if !s.checkAuth(user, pass) {
+		if !s.login(c, user, pass) {
 			s.authFailed(c)
 			s.writeError(c, conn, errWrongPass)
 			return

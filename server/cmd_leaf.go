@@ -24,11 +24,12 @@ func registerLeaf(t table) {
 }
 
 // leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 23
+const leafInfoFields = 24
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
 // are 0/1 integers; last_load is unix milliseconds (0: never);
-// runway_seconds is a double, inf when the tag is idle. It does not look the
+// runway_seconds is a double, inf when the tag is idle; store_ok tells
+// whether the last database call succeeded. It does not look the
 // tag up in the database: a tag this server has not seen is unknown.
 func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	in, err := s.alloc.Info(string(args[1]))
@@ -91,4 +92,8 @@ func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	writeBool(conn, in.Vanished)
 	conn.WriteBulkString("last_error")
 	conn.WriteBulkString(in.LastError)
+	// The database state as this server sees it now (INFO leaf has the
+	// same): last_error above may be an old one.
+	conn.WriteBulkString("store_ok")
+	writeBool(conn, s.alloc.Stats().StoreOK)
 }

@@ -188,8 +188,10 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 			at = st.StoreErrorAt.UnixMilli()
 		}
 		line("store_last_error_at", at)
+		s.infoLeafTags(line)
 	case "keyspace":
 		b.WriteString("# Keyspace\r\n")
+		s.infoKeyspace(line)
 	}
 }
 

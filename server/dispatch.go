@@ -11,6 +11,10 @@ import (
 // with everything it needs: nothing is allocated to call it.
 type handler func(s *Server, c *client, conn redcon.Conn, args [][]byte)
 
+// tryHandler runs a command if it can without blocking and reports
+// whether it did; when it reports false it has written nothing.
+type tryHandler func(s *Server, c *client, conn redcon.Conn, args [][]byte) bool
+
 // command is one entry of the command table, with what COMMAND INFO and
 // COMMAND DOCS report about it.
 type command struct {
@@ -19,6 +23,14 @@ type command struct {
 	noAuth bool   // runs before authentication (AUTH, HELLO, QUIT)
 	fn     handler
 	subs   map[string]*command // subcommands (CLIENT, COMMAND, CONFIG)
+	stat   int                 // index of its counters (stats.go), set by New
+
+	// How an event loop runs it (see inline.go; set by buildCommands):
+	// inline commands never block and run in the loop; try, when set, is
+	// tried in the loop first; any other command, or one whose try fails,
+	// runs on a goroutine of its own.
+	inline bool
+	try    tryHandler
 
 	// For COMMAND INFO and DOCS.
 	flags    []string // "write", "fast", ...
@@ -69,6 +81,9 @@ func buildCommands() (table, []*command) {
 	registerLeaf(t)
 	registerConn(t)
 	registerServer(t)
+	registerAdmin(t)
+	registerTags(t)
+	markInline(t)
 	sorted := make([]*command, 0, len(t))
 	for _, c := range t {
 		sorted = append(sorted, c)
@@ -98,6 +113,11 @@ func (c *command) arityOK(argc int) bool {
 // dispatch runs one command in Redis's order of checks: the command exists,
 // then its arity, then authentication, then the handler. On the INCR path
 // it does not allocate.
+//
+// On a connection of an event loop (c.inLoop), a command that might block
+// is not run: dispatch sets c.handoff, counts nothing and writes nothing,
+// and the loop hands the connection to a goroutine, which dispatches the
+// command again.
 func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
 	if len(args) == 0 {
 		return
@@ -105,9 +125,16 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
 	c.commands.Add(1)
 	var cmd *command
 	if n := c.lowerName(args[0]); n >= 0 {
-		cmd = s.cmds[string(c.name[:n])]
+		// Connections mostly repeat one command (INCR): comparing with the
+		// last one costs less than hashing the name for the table.
+		if last := c.lastCmd; last != nil && last.name == string(c.name[:n]) {
+			cmd = last
+		} else if cmd = s.cmds[string(c.name[:n])]; cmd != nil {
+			c.lastCmd = cmd
+		}
 	}
 	if cmd == nil {
+		c.stats.begin(nil)
 		s.writeError(c, conn, unknownCommandText(args))
 		return
 	}
@@ -117,11 +144,13 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
 			sub = cmd.subs[string(c.name[:n])]
 		}
 		if sub == nil {
+			c.stats.begin(cmd)
 			s.writeError(c, conn, unknownSubText(args))
 			return
 		}
 		cmd = sub
 	}
+	c.stats.begin(cmd)
 	if !cmd.arityOK(len(args)) {
 		s.writeError(c, conn, fmt.Sprintf(errWrongArgs, cmd.name))
 		return
@@ -130,12 +159,25 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
 		s.writeError(c, conn, errNoAuth)
 		return
 	}
+	if c.inLoop {
+		switch {
+		case cmd.try != nil && cmd.try(s, c, conn, args):
+			c.stats.end()
+			return
+		case !cmd.inline:
+			c.commands.Add(-1) // counted when it runs
+			c.handoff = true
+			return
+		}
+	}
 	cmd.fn(s, c, conn, args)
+	c.stats.end()
 }
 
 // writeError writes an error reply, never with a CR or LF inside, and
 // counts it.
 func (s *Server) writeError(c *client, conn redcon.Conn, msg string) {
 	c.errors.Add(1)
+	c.stats.fail()
 	conn.WriteError(sanitize(msg))
 }

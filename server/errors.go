@@ -61,6 +61,27 @@ const (
 
 	// leaf: CONFIG SET.
 	errConfigSet = "ERR CONFIG SET is not supported: leaf reads its settings from leaf.yaml at start"
+
+	// Redis 7.2's ACL text, for a non-admin connection running an
+	// administrative command while server.admin_password is set
+	// (cmd_admin.go): user, then the lowercase command name.
+	errNoPerm = "NOPERM User %s has no permissions to run the '%s' command"
+
+	// leaf: administration (cmd_admin.go). SET is LEAF.FLOOR under the name
+	// Redis users reach for, so its errors say so; DEL is always refused.
+	errTagExists     = "ERR tag '%s' already exists"
+	errStepRange     = "ERR step must be between 1 and %d"
+	errDescription   = "ERR description must be valid UTF-8 of at most %d characters"
+	errFloorNegative = "ERR floor must be >= 0"
+	errFloorRange    = "ERR floor %d is beyond the 64-bit ID space leaf hands out"
+	errFloorLower    = "ERR LEAF.FLOOR never lowers: tag '%s' already handed out %d on this server, above %d; IDs never go back"
+	errSetLower      = "ERR SET cannot lower tag '%s': this server already handed out %d, above %d; " +
+		"SET tag n is LEAF.FLOOR tag n, which only raises"
+	errSetNotInteger = "ERR value is not an integer or out of range: SET tag n raises the tag's floor to the integer n (LEAF.FLOOR)"
+	errSetOptions    = "ERR only SET tag n is supported: it raises the tag's floor (LEAF.FLOOR); " +
+		"options such as EX, PX, NX, XX, KEEPTTL and GET do not apply to IDs"
+	errDel = "ERR DEL is refused: deleting a tag risks repeated IDs (a re-created row starts again at 1). " +
+		"Leave the row (an unused tag costs one row); to skip IDs use LEAF.FLOOR tag n"
 )
 
 // allocErrorText is the reply for an error of the allocator on tag. The

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -169,7 +170,7 @@ func args(s ...string) [][]byte {
 
 // TestIncrZeroAlloc: INCR and INCRBY on a known tag allocate nothing on the
 // server path: dispatch, the tag cache, the handler, the reply, and the
-// connection lock of serveRESP.
+// whole connection loop (parse, fence, write) for a pipeline.
 func TestIncrZeroAlloc(t *testing.T) {
 	a, _ := newAlloc(t, "", bigStepOptions(), nil)
 	s := New(a, Options{MaxBatch: 1000})
@@ -178,7 +179,6 @@ func TestIncrZeroAlloc(t *testing.T) {
 	conn.SetContext(c)
 	incrA, incrB := args("INCR", "a"), args("incr", "b")
 	incrByA := args("INCRBY", "a", "5")
-	cmdA := redcon.Command{Args: incrA}
 	// Warm up: create both tags and let the allocator publish them.
 	for range 20 {
 		s.dispatch(c, conn, incrA)
@@ -199,7 +199,6 @@ func TestIncrZeroAlloc(t *testing.T) {
 			}
 		}},
 		{"INCRBY", func() { s.dispatch(c, conn, incrByA) }},
-		{"serveRESP", func() { s.serveRESP(conn, cmdA) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if n := testing.AllocsPerRun(1000, tc.f); n != 0 {
@@ -213,6 +212,26 @@ func TestIncrZeroAlloc(t *testing.T) {
 	if got := c.errors.Load(); got != 0 {
 		t.Fatalf("%d error replies: %q", got, conn.buf)
 	}
+	for _, tc := range []struct {
+		name  string
+		cmd   string
+		depth int
+	}{
+		{"connection INCR", resp("INCR", "a"), 1},
+		{"connection INCR pipeline", resp("INCR", "a"), 16},
+		{"connection INCRBY pipeline", resp("INCRBY", "b", "7"), 16},
+		{"connection inline INCR", "INCR a\r\n", 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, last := connAllocs(t, s, tc.cmd, tc.depth)
+			if n != 0 {
+				t.Errorf("%v allocations per round trip of %d commands, want 0", n, tc.depth)
+			}
+			if want := tc.depth * 3; bytes.Count(last, []byte("\r\n")) != tc.depth || !bytes.HasPrefix(last, []byte(":")) || len(last) < want {
+				t.Errorf("last write %q: want %d integer replies", last, tc.depth)
+			}
+		})
+	}
 }
 
 // BenchmarkDispatchIncr is the server path of INCR alone (no network).
@@ -222,18 +241,12 @@ func BenchmarkDispatchIncr(b *testing.B) {
 	conn := &fakeConn{}
 	c := newClient(s, conn)
 	conn.SetContext(c)
-	cmd := redcon.Command{Args: args("INCR", "bench")}
-	s.serveRESP(conn, cmd)
-	b.Run("serveRESP", func(b *testing.B) {
+	cmd := args("INCR", "bench")
+	s.dispatch(c, conn, cmd)
+	b.Run("dispatch", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			s.serveRESP(conn, cmd)
-		}
-	})
-	b.Run("dispatch-without-lock", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			s.dispatch(c, conn, cmd.Args)
+			s.dispatch(c, conn, cmd)
 		}
 	})
 }
@@ -320,10 +333,16 @@ func rawIncrLoop(addr, tag string, n int, ready func()) ([]int64, error) {
 // the allocator then gives unused IDs back, and a restarted server hands
 // out none of the IDs the clients received.
 func TestShutdownFence(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testShutdownFence(t, tr.loops) })
+	}
+}
+
+func testShutdownFence(t *testing.T, loops int) {
 	so := segment.DefaultOptions()
 	so.DefaultStep = 100 // many segment switches and loads under way
 	a, path := newAlloc(t, "", so, nil)
-	s := New(a, Options{})
+	s := New(a, Options{EventLoops: loops})
 
 	var inflight, late, calls atomic.Int64
 	fenced := func() bool {
@@ -346,6 +365,23 @@ func TestShutdownFence(t *testing.T) {
 			late.Add(1)
 		}
 		inflight.Add(-1)
+	}
+	// An event loop runs INCR with try when it can.
+	origTry := s.cmds["incr"].try
+	s.cmds["incr"].try = func(s *Server, c *client, conn redcon.Conn, args [][]byte) bool {
+		inflight.Add(1)
+		if fenced() {
+			late.Add(1)
+		}
+		ok := origTry(s, c, conn, args)
+		if ok {
+			calls.Add(1)
+		}
+		if fenced() {
+			late.Add(1)
+		}
+		inflight.Add(-1)
+		return ok
 	}
 	addr := serve(t, s)
 
@@ -397,7 +433,7 @@ func TestShutdownFence(t *testing.T) {
 	// Restart on the same database: the given-back IDs come again, but
 	// none that a client received.
 	a2, _ := newAlloc(t, path, so, nil)
-	s2 := New(a2, Options{})
+	s2 := New(a2, Options{EventLoops: loops})
 	addr2 := serve(t, s2)
 	ids, err := rawIncrLoopOnce(addr2, "fence", 300)
 	if err != nil {
@@ -466,14 +502,18 @@ func (b *blockingStore) Take(ctx context.Context, tag string, size int64) (persi
 // Shutdown until it finishes; when Shutdown's context ends first, the wait
 // is cancelled and Shutdown still returns with no handler running.
 func TestShutdownWaitsForInflight(t *testing.T) {
-	for _, expire := range []bool{false, true} {
-		t.Run("context expires="+strconv.FormatBool(expire), func(t *testing.T) {
+	for _, tc := range []struct {
+		tr     int
+		expire bool
+	}{{0, false}, {0, true}, {1, false}, {1, true}} {
+		tr, expire := transports[tc.tr], tc.expire
+		t.Run(tr.name+"/context expires="+strconv.FormatBool(expire), func(t *testing.T) {
 			bs := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
 			a, _ := newAlloc(t, "", segment.DefaultOptions(), func(s persist.Store) persist.Store {
 				bs.Store = s
 				return bs
 			})
-			s := New(a, Options{})
+			s := New(a, Options{EventLoops: tr.loops})
 			var inflight, finished atomic.Int64
 			orig := s.cmds["incr"].fn
 			s.cmds["incr"].fn = func(s *Server, c *client, conn redcon.Conn, args [][]byte) {

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -24,6 +22,10 @@ type Options struct {
 	// Password, when not empty, is required (AUTH or HELLO ... AUTH) before
 	// any command but AUTH, HELLO and QUIT, as Redis's requirepass.
 	Password string
+	// AdminPassword, when not empty, restricts LEAF.CREATE, LEAF.STEP,
+	// LEAF.FLOOR and SET to connections authenticated as user admin with
+	// it (cmd_admin.go); when empty, any authenticated client may run them.
+	AdminPassword string
 	// MaxBatch is the largest n of INCRBY. It should be the allocator's
 	// max_batch; 0 leaves the check to the allocator alone.
 	MaxBatch int64
@@ -34,6 +36,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (uptime, connection age); nil is time.Now.
 	Now func() time.Time
+	// EventLoops is the number of event loops serving plain TCP
+	// connections on Linux (loop_linux.go); 0 is one. A negative number
+	// turns them off: every connection then has a goroutine of its own,
+	// as TLS connections and any other system always do.
+	EventLoops int
 }
 
 // Server answers the Redis protocol in front of an allocator. Create it
@@ -61,9 +68,11 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	rs       *redcon.Server
 	ln       net.Listener
 	clients  map[*client]struct{}
+	conns    sync.WaitGroup // open connections; Add under mu, never after closing
+	loops    []*loop        // event loops, made by Serve
+	nextLoop int            // round robin over loops, under mu
 	closing  bool
 	fenced   chan struct{} // closed once Shutdown has fenced every client
 	served   chan struct{} // closed when Serve returns
@@ -76,6 +85,8 @@ type Server struct {
 	// their own (client.commands), so the hot path touches no shared line.
 	doneCommands atomic.Int64
 	doneErrors   atomic.Int64
+	// Per-command counters for CommandStats (stats.go).
+	stats serverStats
 }
 
 // New returns a server in front of alloc. It does not listen: call Serve.
@@ -106,12 +117,13 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds, s.sorted = buildCommands()
+	s.stats.init(s.sorted)
 	return s
 }
 
 // Serve accepts connections on ln until Shutdown, then returns
 // ErrServerClosed. ln may be any listener (TLS, limits): when closed, its
-// Accept must fail.
+// Accept must fail. Each connection is served by its own goroutine.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
@@ -119,23 +131,36 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return ErrServerClosed
 	}
-	if s.rs != nil {
+	if s.ln != nil {
 		s.mu.Unlock()
 		return errors.New("server: Serve called twice")
 	}
 	s.ln = ln
-	s.rs = redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), s.serveRESP, s.accept, s.closed)
+	s.startLoops()
 	s.mu.Unlock()
 	defer close(s.served)
 
-	err := s.rs.Serve(&fenceListener{Listener: ln, s: s})
-	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	if closing {
-		return ErrServerClosed
+	var delay time.Duration // backoff on accept errors, as net/http
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		s.accept(nc)
 	}
-	return err
 }
 
 // Addr is the address Serve listens on, nil before Serve.
@@ -154,8 +179,8 @@ func (s *Server) Addr() net.Addr {
 // (which gives unused IDs back) without a late INCR repeating one.
 //
 // If ctx ends first, requests still waiting on the database are cancelled
-// (they answer TRYAGAIN) and Shutdown returns ctx's error once they have
-// returned; the guarantee above holds either way.
+// (they answer TRYAGAIN), connections still writing are cut, and Shutdown
+// returns ctx's error; the guarantee above holds either way.
 func (s *Server) Shutdown(ctx context.Context) error {
 	first := false
 	s.shutdown.Do(func() { first = true })
@@ -165,27 +190,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.closing = true
-	rs, ln := s.rs, s.ln
+	ln := s.ln
 	clients := make([]*client, 0, len(s.clients))
 	for c := range s.clients {
 		clients = append(clients, c)
 	}
 	s.mu.Unlock()
 
-	if rs != nil {
-		// Stop accepting. The fence listener holds redcon's accept loop
-		// until the fence is up, because when that loop ends redcon closes
-		// every socket, and replies of finished commands would be lost.
-		rs.Close()
-		ln.Close()
+	if ln != nil {
+		ln.Close() // stop accepting
 	}
 	stop := context.AfterFunc(ctx, s.cancel)
 	defer stop()
 
-	// The fence: a command runs holding its connection's mutex, so taking
-	// it waits for the one in flight, and the flag stops every later one.
-	// Each connection has its own uncontended mutex: no global lock on the
-	// hot path. Connections accepted after closing was set are refused.
+	// The fence: a connection runs its commands holding its client's
+	// mutex, so taking it waits for the command in flight, and the flag
+	// stops every later one. Each connection has its own uncontended
+	// mutex: no global lock on the hot path. Connections accepted after
+	// closing was set are refused.
 	for _, c := range clients {
 		c.mu.Lock()
 		c.closed = true
@@ -194,89 +216,116 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.fenced)
 	s.log.Info("server stopped", "connections", len(clients))
 
-	if rs != nil {
+	// Each connection writes the replies of the commands that ran, then
+	// closes; wake the ones waiting for a request. Loops close theirs.
+	for _, c := range clients {
+		c.cn.wake()
+	}
+	s.mu.Lock()
+	loops := s.loops
+	s.mu.Unlock()
+	for _, l := range loops {
+		l.shut()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.conns.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, c := range clients {
+			if c.cn.nc != nil {
+				c.cn.nc.Close()
+			}
+		}
+		<-done // no handler runs any more: only reads and writes, now cut
+	}
+	for _, l := range loops {
+		l.stop()
+	}
+	if ln != nil {
 		<-s.served
 	}
 	s.cancel()
 	return ctx.Err()
 }
 
-// fenceListener delays the error that ends redcon's accept loop until
-// Shutdown has fenced every connection (see Shutdown).
-type fenceListener struct {
-	net.Listener
-	s *Server
+// startLoops starts the event loops; s.mu is held.
+func (s *Server) startLoops() {
+	n := s.opts.EventLoops
+	if !haveLoops || n < 0 {
+		return
+	}
+	for range max(n, 1) {
+		l, err := newLoop(s)
+		if err != nil {
+			s.log.Warn("no event loop: every connection gets a goroutine", "err", err)
+			return
+		}
+		s.loops = append(s.loops, l)
+	}
 }
 
-func (l *fenceListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		l.s.mu.Lock()
-		closing := l.s.closing
-		l.s.mu.Unlock()
-		if closing {
-			<-l.s.fenced
-			return nil, net.ErrClosed
+// pickLoop is the loop for a new connection, nil when there is none.
+func (s *Server) pickLoop() *loop {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.loops) == 0 || s.closing {
+		return nil
+	}
+	s.nextLoop = (s.nextLoop + 1) % len(s.loops)
+	return s.loops[s.nextLoop]
+}
+
+// accept registers a new connection and gives it to a loop or a goroutine
+// of its own, or refuses it during shutdown.
+func (s *Server) accept(nc net.Conn) {
+	var cn *conn
+	if tc, ok := nc.(*net.TCPConn); ok {
+		if l := s.pickLoop(); l != nil {
+			var err error
+			if cn, err = l.adopt(tc); err != nil {
+				s.log.Warn("event loop: cannot take the connection over; it gets a goroutine", "err", err)
+			}
 		}
 	}
-	return c, err
-}
-
-// accept registers a new connection, or refuses it during shutdown.
-func (s *Server) accept(conn redcon.Conn) bool {
-	c := newClient(s, conn)
+	if cn == nil {
+		cn = newConn(nc)
+	}
+	c := newClient(s, cn)
+	c.cn = cn
+	cn.ctx = c
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return false
-	}
-	s.clients[c] = struct{}{}
-	s.mu.Unlock()
-	s.connsTotal.Add(1)
-	conn.SetContext(c)
-	s.log.Debug("client connected", "id", c.id, "addr", c.addr)
-	return true
-}
-
-// closed unregisters a connection when redcon has closed it.
-func (s *Server) closed(conn redcon.Conn, err error) {
-	c, ok := conn.Context().(*client)
-	if !ok {
+		cn.closeSocket()
 		return
 	}
+	// (A limit on clients is checked here, under mu, with len(s.clients).)
+	s.clients[c] = struct{}{}
+	s.conns.Add(1)
+	s.mu.Unlock()
+	s.stats.add(&c.stats)
+	s.connsTotal.Add(1)
+	s.log.Debug("client connected", "id", c.id, "addr", c.addr)
+	if cn.lp != nil {
+		cn.lp.add(cn)
+		return
+	}
+	go s.serveConn(cn, c)
+}
+
+// unregister removes a closed connection's client.
+func (s *Server) unregister(c *client) {
 	s.mu.Lock()
 	delete(s.clients, c)
 	s.mu.Unlock()
 	s.doneCommands.Add(c.commands.Load())
 	s.doneErrors.Add(c.errors.Load())
-	if err != nil && !errors.Is(err, net.ErrClosed) {
-		s.log.Debug("client connection ended", "id", c.id, "addr", c.addr, "err", err)
-	}
-}
-
-// serveRESP is redcon's handler: it runs one command of a connection.
-func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
-	c, ok := conn.Context().(*client)
-	if !ok {
-		conn.Close()
-		return
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		// Shutdown: flush the replies of the commands that did run, drop
-		// the rest of the pipeline, hang up.
-		conn.Close()
-		return
-	}
-	s.dispatch(c, conn, cmd.Args)
-	quit := c.quit
-	c.mu.Unlock()
-	if quit {
-		// After the unlock: Close flushes to the socket, which may block,
-		// and Shutdown must never wait on a client's network.
-		conn.Close()
-	}
+	s.stats.remove(&c.stats)
+	s.conns.Done()
 }
 
 // connectedClients is the number of open connections.

@@ -205,7 +205,7 @@ func TestLeafInfo(t *testing.T) {
 		fields := []string{"tag", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
 			"loads", "failures", "last_load", "issued", "runway_ids", "runway_seconds",
-			"guard_high", "guard_trips", "vanished", "last_error"}
+			"guard_high", "guard_trips", "vanished", "last_error", "store_ok"}
 		for _, k := range fields {
 			if _, ok := f[k]; !ok {
 				t.Errorf("field %s missing", k)
@@ -226,6 +226,7 @@ func TestLeafInfo(t *testing.T) {
 			other + "value": int64(0), other + "max": int64(0), other + "step": int64(0),
 			"loads": int64(1), "failures": int64(0), "issued": int64(50), "runway_ids": int64(950),
 			"guard_high": int64(1001), "guard_trips": int64(0), "vanished": int64(0), "last_error": "",
+			"store_ok": int64(1),
 		}
 		for k, w := range want {
 			if f[k] != w {
@@ -336,7 +337,7 @@ func TestErrors(t *testing.T) {
 		{"leaf.info arity", []any{"leaf.info"}, "ERR wrong number of arguments for 'leaf.info' command"},
 		{"unknown command", []any{"FOO", "a", "b"}, "ERR unknown command 'FOO', with args beginning with: 'a' 'b' "},
 		{"unknown command no args", []any{"foo"}, "ERR unknown command 'foo', with args beginning with: "},
-		{"unknown command newline", []any{"GET", "x\r\ny"}, "ERR unknown command 'GET', with args beginning with: 'x  y' "},
+		{"unknown command newline", []any{"FETCH", "x\r\ny"}, "ERR unknown command 'FETCH', with args beginning with: 'x  y' "},
 		{"unknown command long name", []any{strings.Repeat("Z", 40)}, "ERR unknown command '" + strings.Repeat("Z", 40) + "', with args beginning with: "},
 		{"client unknown sub", []any{"CLIENT", "MAINT_NOTIFICATIONS", "on"}, "ERR unknown subcommand 'MAINT_NOTIFICATIONS'. Try CLIENT HELP."},
 		{"client lower unknown sub", []any{"client", "kill"}, "ERR unknown subcommand 'kill'. Try CLIENT HELP."},

@@ -1,0 +1,307 @@
+package server
+
+import "io"
+
+// Buffer sizes of a connection's reader. A command never needs more than
+// its own size; a bigger buffer only saves read calls on deep pipelines.
+const (
+	readBufMin = 4 << 10  // first buffer, and what an emptied oversized one shrinks to
+	readBufMax = 64 << 10 // grown to on full reads; larger only for one big command
+)
+
+// protoError is a malformed request. The connection answers
+// "-ERR Protocol error: <msg>" and is closed, as redcon and Redis do.
+type protoError struct{ msg string }
+
+func (e *protoError) Error() string { return "Protocol error: " + e.msg }
+
+// redcon's texts, so clients see the same replies as before.
+var (
+	errUnbalancedQuotes       = &protoError{"unbalanced quotes in request"}
+	errInvalidBulkLength      = &protoError{"invalid bulk length"}
+	errInvalidMultiBulkLength = &protoError{"invalid multibulk length"}
+)
+
+// reader parses commands in place from a connection's read buffer, with
+// redcon's semantics: a request starting with '*' is a RESP multibulk, any
+// other is an inline command (telnet, redis-cli's inline mode) split on
+// spaces, an argument in double or single quotes being unescaped. The
+// arguments it returns point into its buffer: they are valid until the
+// next fill, so a handler that keeps one must copy it. Parsing a RESP
+// command allocates nothing.
+//
+// The buffer grows to fit the largest command. Bounds on a request belong
+// where its size is first known: the count and each bulk length in
+// multibulk (before the body is read), the line in inlineCmd, the growth
+// in fill.
+type reader struct {
+	rd         io.Reader
+	buf        []byte
+	start, end int // buf[start:end] is read and not yet parsed
+	prev       int // start of the command next returned last (unread)
+
+	args   [][]byte // the last command's arguments, reused
+	marks  []int    // argument bounds within buf, reused
+	inline []byte   // unquoted inline arguments, reused
+}
+
+// next parses the next command from the buffer. It returns nil args and a
+// nil error when the buffer holds no complete command (call fill), and a
+// *protoError for a malformed one. Inline lines that hold no argument are
+// skipped, as Redis does.
+func (r *reader) next() ([][]byte, error) {
+	for r.start < r.end {
+		b := r.buf[r.start:r.end]
+		var n int
+		var err error
+		if b[0] == '*' {
+			n, err = r.multibulk(b)
+		} else {
+			n, err = r.inlineCmd(b)
+		}
+		if err != nil || n == 0 {
+			return nil, err
+		}
+		r.prev = r.start
+		r.start += n
+		if len(r.args) > 0 {
+			return r.args, nil
+		}
+	}
+	return nil, nil
+}
+
+// unread puts back the command next returned last, which is valid until
+// the next fill: the next call of next returns it again.
+func (r *reader) unread() { r.start = r.prev }
+
+// buffered reports whether unparsed bytes remain.
+func (r *reader) buffered() bool { return r.start < r.end }
+
+// discard drops every buffered byte (QUIT drops the rest of a pipeline).
+func (r *reader) discard() { r.start, r.end = 0, 0 }
+
+// fill reads more bytes: at least one, or an error. It first makes room:
+// a partial command moves to the front, and the buffer grows when one
+// command fills it.
+func (r *reader) fill() error {
+	switch {
+	case r.buf == nil:
+		r.buf = make([]byte, readBufMin)
+	case r.start == r.end:
+		r.start, r.end = 0, 0
+		if len(r.buf) > readBufMax {
+			// Grown for one big command: give it back.
+			r.buf = make([]byte, readBufMin)
+		}
+	case r.start > 0:
+		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.start = 0
+	}
+	if r.end == len(r.buf) {
+		// One command larger than the buffer. (A bound on the size of a
+		// request belongs here, before the buffer grows.)
+		r.grow(2 * len(r.buf))
+	}
+	n, err := r.rd.Read(r.buf[r.end:])
+	r.end += n
+	if n > 0 {
+		// Bytes and an error (EOF) together: the bytes are served first
+		// and the next fill returns the error again.
+		if r.end == len(r.buf) && len(r.buf) < readBufMax {
+			// A full read: a deep pipeline; read more at a time.
+			r.grow(min(2*len(r.buf), readBufMax))
+		}
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// grow replaces the buffer by one of size n holding the same bytes.
+func (r *reader) grow(n int) {
+	nb := make([]byte, n)
+	copy(nb, r.buf[:r.end])
+	r.buf = nb
+}
+
+// multibulk parses "*<count>\r\n" then count "$<len>\r\n<bytes>\r\n" at the
+// start of b. It returns the bytes used, 0 when b is incomplete.
+func (r *reader) multibulk(b []byte) (int, error) {
+	i := indexLF(b, 1)
+	if i < 0 {
+		return 0, nil
+	}
+	if b[i-1] != '\r' {
+		return 0, errInvalidMultiBulkLength
+	}
+	count, ok := atoi(b[1 : i-1])
+	if !ok || count <= 0 {
+		return 0, errInvalidMultiBulkLength
+	}
+	r.marks = r.marks[:0]
+	for range count {
+		i++
+		if i >= len(b) {
+			return 0, nil
+		}
+		if b[i] != '$' {
+			return 0, &protoError{"expected '$', got '" + string(rune(b[i])) + "'"}
+		}
+		si := i
+		if i = indexLF(b, si+1); i < 0 {
+			return 0, nil
+		}
+		if b[i-1] != '\r' {
+			return 0, errInvalidBulkLength
+		}
+		size, ok := atoi(b[si+1 : i-1])
+		if !ok || size < 0 {
+			return 0, errInvalidBulkLength
+		}
+		if size >= len(b)-i-2 { // i+size+2 >= len(b), without overflow
+			return 0, nil
+		}
+		if b[i+size+1] != '\r' || b[i+size+2] != '\n' {
+			return 0, errInvalidBulkLength
+		}
+		r.marks = append(r.marks, i+1, i+1+size)
+		i += size + 2
+	}
+	r.args = r.args[:0]
+	for h := 0; h < len(r.marks); h += 2 {
+		r.args = append(r.args, b[r.marks[h]:r.marks[h+1]:r.marks[h+1]])
+	}
+	return i + 1, nil
+}
+
+// inlineCmd parses one inline line at the start of b, exactly as redcon:
+// arguments are separated by spaces; one that starts with a quote runs to
+// the matching quote, with \n, \r and \t (and \ before any other byte)
+// unescaped, and must be followed by a space or the end. It returns the
+// bytes used (0 when the line is incomplete); r.args is empty for a blank
+// line.
+func (r *reader) inlineCmd(b []byte) (int, error) {
+	i := indexLF(b, 0)
+	if i < 0 {
+		return 0, nil
+	}
+	line := b[:i]
+	if i > 0 && b[i-1] == '\r' {
+		line = b[:i-1]
+	}
+	// Unquoted arguments point into the line; quoted ones are unescaped
+	// into r.inline and sliced out once it stops growing.
+	r.args = r.args[:0]
+	r.marks = r.marks[:0] // for quoted arguments: index in args, start, end in inline
+	r.inline = r.inline[:0]
+	for len(line) > 0 {
+		if line[0] == ' ' {
+			line = line[1:]
+			continue
+		}
+		if q := line[0]; q == '"' || q == '\'' {
+			start := len(r.inline)
+			escape, closed := false, false
+			j := 1
+			for ; j < len(line); j++ {
+				c := line[j]
+				if escape {
+					escape = false
+					switch c {
+					case 'n':
+						c = '\n'
+					case 'r':
+						c = '\r'
+					case 't':
+						c = '\t'
+					}
+				} else if c == q {
+					closed = true
+					break
+				} else if c == '\\' {
+					escape = true
+					continue
+				}
+				r.inline = append(r.inline, c)
+			}
+			if !closed {
+				return 0, errUnbalancedQuotes
+			}
+			line = line[j+1:]
+			if len(line) > 0 && line[0] != ' ' {
+				return 0, errUnbalancedQuotes
+			}
+			r.marks = append(r.marks, len(r.args), start, len(r.inline))
+			r.args = append(r.args, nil)
+			continue
+		}
+		j := 0
+		for j < len(line) && line[j] != ' ' {
+			if line[j] == '"' || line[j] == '\'' {
+				return 0, errUnbalancedQuotes // a quote inside an argument
+			}
+			j++
+		}
+		r.args = append(r.args, line[:j:j])
+		line = line[j:]
+	}
+	for h := 0; h < len(r.marks); h += 3 {
+		r.args[r.marks[h]] = r.inline[r.marks[h+1]:r.marks[h+2]:r.marks[h+2]]
+	}
+	return i + 1, nil
+}
+
+// indexLF is the index of the first '\n' in b at or after from, or -1.
+func indexLF(b []byte, from int) int {
+	for i := from; i < len(b); i++ {
+		if b[i] == '\n' {
+			return i
+		}
+	}
+	return -1
+}
+
+// atoi parses a decimal int as strconv.Atoi does (an optional sign, then
+// digits, leading zeros allowed) without allocating: redcon's rule for
+// counts and lengths.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	neg := false
+	switch b[0] {
+	case '-':
+		neg = true
+		b = b[1:]
+	case '+':
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	const cutoff = 1 << 63 / 10
+	var n uint64
+	for _, c := range b {
+		d := c - '0'
+		if d > 9 {
+			return 0, false
+		}
+		if n > cutoff {
+			return 0, false
+		}
+		n = n*10 + uint64(d)
+		if n > 1<<63 {
+			return 0, false
+		}
+	}
+	if neg {
+		return -int(n), true // n == 1<<63 wraps to MinInt64, as Atoi allows
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int(n), true
+}
