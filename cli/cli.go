@@ -1,0 +1,265 @@
+// Package cli holds leaf's operator subcommands, run by the same binary as
+// the server:
+//
+//	leaf tags list|create|floor|step ...             the leaf_alloc rows, in the store directly
+//	leaf import redis --from redis://host:port ...   Redis INCR counters into leaf
+//
+// They talk to the store, never to a running leaf server, and keep the
+// server's guarantees: a floor only raises max_id, nothing deletes a row.
+//
+// # Configuration
+//
+// Subcommands read the configuration as the server does (config.Load: the
+// defaults, leaf.yaml or --config, LEAF_* variables, then flags); they use
+// the store section, and segment.default_step and segment.load_timeout.
+// Configuration flags and the subcommand's own flags mix freely after the
+// subcommand's words. A flag whose name has a dot (--store.dsn) or
+// --config belongs to the configuration, every other one to the
+// subcommand:
+//
+//	leaf tags --store.dsn=data/leaf.db list
+//	leaf tags create order --step 500 --store.driver=mysql --store.dsn 'leaf:pw@tcp(db:3306)/leaf'
+//	LEAF_STORE_DSN=/srv/leaf/leaf.db leaf import redis --from redis://127.0.0.1:6379 --dry-run
+//
+// Reports go to stdout, progress and warnings to stderr. Errors are
+// returned (main prints them and exits 1) and never contain a password.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/spf13/pflag"
+
+	"github.com/leaf-id/leaf/config"
+	"github.com/leaf-id/leaf/persist"
+)
+
+// usage is the help of every subcommand.
+const usage = `Usage:
+  leaf tags list                                   every tag: max_id, step, description, update time
+  leaf tags create TAG [--step N] [--desc TEXT]    a new tag (step: segment.default_step)
+  leaf tags floor TAG N                            make every later ID of TAG greater than N (never lowers)
+  leaf tags step TAG N                             change TAG's step in the table
+  leaf import redis --from redis://[user:pass@]host:port[/db] [--match PATTERN] [--headroom N] [--dry-run]
+                                                   raise each tag's floor above its Redis counter
+
+They change the store directly, configured as the server is: leaf.yaml (or
+--config=PATH), LEAF_<SECTION>_<KEY> variables, and --section.key=value flags
+anywhere after the subcommand, e.g.
+  leaf tags --store.dsn=data/leaf.db list
+  leaf tags --store.driver=mysql --store.dsn='leaf:pw@tcp(127.0.0.1:3306)/leaf' floor order 5000
+Run 'leaf --help' for every configuration flag.
+`
+
+// commands are the subcommands Run handles: main hands it its arguments
+// when the first one is among them.
+var commands = map[string]func(ctx context.Context, e *env, args []string) error{
+	"tags":   runTags,
+	"import": runImport,
+}
+
+// IsCommand reports whether name (the program's first argument) is one of
+// the subcommands Run handles.
+func IsCommand(name string) bool {
+	_, ok := commands[name]
+	return ok
+}
+
+// env is what a subcommand runs with.
+type env struct {
+	environ        []string
+	stdout, stderr io.Writer
+	cfgArgs        []string      // the configuration's flags, for config.Load
+	cfg            config.Config // loaded by load
+	log            *slog.Logger
+}
+
+// Run runs the subcommand args[0] ("tags", "import") with the rest of args.
+// Help (-h, --help) prints the usage on stdout and returns config.ErrHelp,
+// which main treats as success.
+func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || !IsCommand(args[0]) {
+		return fmt.Errorf("unknown subcommand; %s", strings.TrimSpace(usage))
+	}
+	cfgArgs, own := splitArgs(args[1:])
+	e := &env{environ: environ, stdout: stdout, stderr: stderr, cfgArgs: cfgArgs}
+	err := commands[args[0]](ctx, e, own)
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return config.ErrHelp
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	return nil
+}
+
+// splitArgs separates the configuration's flags (a dot in the name, or
+// --config) from the subcommand's words and flags. A configuration flag
+// takes its value after '=' or, unless it is a boolean, as the next word.
+func splitArgs(args []string) (cfg, own []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			own = append(own, args[i:]...)
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !(strings.Contains(name, ".") || name == "config") {
+			own = append(own, a)
+			continue
+		}
+		cfg = append(cfg, a)
+		if !hasValue && !isBoolKey(name) && i+1 < len(args) {
+			cfg = append(cfg, args[i+1])
+			i++
+		}
+	}
+	return cfg, own
+}
+
+// isBoolKey reports whether the configuration key ("store.create_schema")
+// is a boolean, which takes no separate value word. Keys are matched to
+// config.Config's fields as leaf.yaml spells them (section.snake_case).
+func isBoolKey(name string) bool {
+	sec, key, ok := strings.Cut(name, ".")
+	if !ok {
+		return false
+	}
+	s := looseField(reflect.ValueOf(config.Default()), sec)
+	if !s.IsValid() || s.Kind() != reflect.Struct {
+		return false
+	}
+	f := looseField(s, key)
+	return f.IsValid() && f.Kind() == reflect.Bool
+}
+
+func looseField(v reflect.Value, name string) reflect.Value {
+	want := strings.ReplaceAll(strings.ToLower(name), "_", "")
+	return v.FieldByNameFunc(func(n string) bool { return strings.ToLower(n) == want })
+}
+
+// load reads the configuration and sets up the log: warnings and errors on
+// stderr (debug too with log.level=debug), so reports stay readable.
+func (e *env) load() error {
+	cfg, err := config.Load(e.cfgArgs, e.environ)
+	if errors.Is(err, config.ErrHelp) {
+		return pflag.ErrHelp
+	}
+	if err != nil {
+		return err
+	}
+	e.cfg = cfg
+	level := max(cfg.Log.SlogLevel(), slog.LevelWarn)
+	if cfg.Log.SlogLevel() == slog.LevelDebug {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		e.log = slog.New(slog.NewJSONHandler(e.stderr, opts))
+	} else {
+		e.log = slog.New(slog.NewTextHandler(e.stderr, opts))
+	}
+	return nil
+}
+
+// store is what the subcommands need of a backend: both persist interfaces,
+// which every backend implements.
+type store interface {
+	persist.Store
+	persist.Admin
+}
+
+// errNoDatabase: a read-only subcommand found no SQLite file at store.dsn.
+var errNoDatabase = errors.New("no database")
+
+// openStore opens the configured store. readOnly subcommands (list,
+// --dry-run) never create anything: a missing SQLite file is
+// errNoDatabase, a missing table an error, where the others create both
+// as the server does (store.create_schema).
+func (e *env) openStore(ctx context.Context, readOnly bool) (store, error) {
+	c := e.cfg.Store
+	opts := persist.Options{
+		CreateSchema:    c.CreateSchema && !readOnly,
+		MaxOpenConns:    c.MaxOpenConns,
+		ConnMaxLifetime: c.ConnMaxLifetime,
+		QueryTimeout:    e.cfg.Segment.LoadTimeout,
+		Logger:          e.log,
+	}
+	switch c.Driver {
+	case "mysql":
+		s, err := persist.OpenMySQL(ctx, c.DSN, opts)
+		if err != nil {
+			// persist's error names the DSN without its password.
+			return nil, redactErr(fmt.Errorf("store.driver=mysql: %w", err), c.DSN)
+		}
+		return s, nil
+	default:
+		if readOnly {
+			if _, err := os.Stat(c.DSN); errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("store.driver=sqlite store.dsn=%s: %w: the file does not exist "+
+					"(set store.dsn to the file the server uses, or run from the server's working directory)", c.DSN, errNoDatabase)
+			}
+		}
+		s, err := persist.OpenSQLite(ctx, c.DSN, opts)
+		if err != nil {
+			return nil, fmt.Errorf("store.driver=sqlite store.dsn=%s: %w", c.DSN, err)
+		}
+		return s, nil
+	}
+}
+
+// redactErr returns err with the DSN's password replaced wherever it
+// appears, in case a driver message quotes it.
+func redactErr(err error, dsn string) error {
+	pass := ""
+	if m, perr := mysql.ParseDSN(dsn); perr == nil {
+		pass = m.Passwd
+	} else if at := strings.LastIndexByte(dsn, '@'); at > 0 {
+		if _, p, ok := strings.Cut(dsn[:at], ":"); ok {
+			pass = p
+		}
+	}
+	if pass == "" || !strings.Contains(err.Error(), pass) {
+		return err
+	}
+	return redacted{msg: strings.ReplaceAll(err.Error(), pass, "***"), err: err}
+}
+
+// redacted is an error whose text hides a password but which still
+// matches its cause with errors.Is.
+type redacted struct {
+	msg string
+	err error
+}
+
+func (r redacted) Error() string { return r.msg }
+func (r redacted) Unwrap() error { return r.err }
+
+// newFlags is a subcommand's flag set: errors returned, nothing printed.
+func newFlags(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	return fs
+}
+
+// parseFlags parses a subcommand's flags; an error says what to run for help.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w (see leaf %s --help)", err, fs.Name())
+	}
+	return nil
+}

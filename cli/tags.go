@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/segment"
+)
+
+// maxFloor is the highest floor the allocator accepts: segment's range ends
+// stay 2^40 below math.MaxInt64 (Allocator.Floor refuses the rest); keep
+// the two in step.
+const maxFloor = math.MaxInt64 - 1<<40 - 1
+
+// runTags: leaf tags list|create|floor|step.
+func runTags(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return errors.New("want a subcommand: list, create, floor or step (see leaf tags --help)")
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "-h", "--help", "help":
+		return pflag.ErrHelp
+	case "list":
+		return tagsList(ctx, e, rest)
+	case "create":
+		return tagsCreate(ctx, e, rest)
+	case "floor":
+		return tagsFloor(ctx, e, rest)
+	case "step":
+		return tagsStep(ctx, e, rest)
+	}
+	return fmt.Errorf("unknown subcommand %q: want list, create, floor or step (see leaf tags --help)", sub)
+}
+
+// positional parses a subcommand's flags and checks its positional words.
+func positional(fs *pflag.FlagSet, args []string, names ...string) ([]string, error) {
+	for _, a := range args {
+		// Flag parsing would read "-1" as the shorthand flag 1.
+		if n, err := strconv.ParseInt(a, 10, 64); err == nil && n < 0 {
+			return nil, fmt.Errorf("%s: must be >= 0", a)
+		}
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != len(names) {
+		return nil, fmt.Errorf("want %d arguments (%v), got %d: %q (see leaf tags --help)", len(names), names, fs.NArg(), fs.Args())
+	}
+	return fs.Args(), nil
+}
+
+// tagArg checks a tag name as the server does.
+func tagArg(name string) error {
+	if err := segment.ValidTag([]byte(name)); err != nil {
+		return fmt.Errorf("tag %q: %w", name, err)
+	}
+	return nil
+}
+
+// intArg parses a decimal argument.
+func intArg(what, s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: not an integer", what, s)
+	}
+	return n, nil
+}
+
+// tagsList: leaf tags list -> a table of every row, by name.
+func tagsList(ctx context.Context, e *env, args []string) error {
+	if _, err := positional(newFlags("tags list"), args); err != nil {
+		return err
+	}
+	if err := e.load(); err != nil {
+		return err
+	}
+	s, err := e.openStore(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tags, err := s.Tags(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tDESCRIPTION\tUPDATE_TIME")
+	for _, t := range tags {
+		updated := "-"
+		if !t.UpdateTime.IsZero() {
+			updated = t.UpdateTime.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.Description, updated)
+	}
+	return tw.Flush()
+}
+
+// tagsCreate: leaf tags create TAG [--step N] [--desc TEXT].
+func tagsCreate(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("tags create")
+	step := fs.Int64("step", 0, "the table's step (default segment.default_step)")
+	desc := fs.String("desc", "", "description")
+	pos, err := positional(fs, args, "TAG")
+	if err != nil {
+		return err
+	}
+	name := pos[0]
+	if err := tagArg(name); err != nil {
+		return err
+	}
+	if err := e.load(); err != nil {
+		return err
+	}
+	if !fs.Changed("step") {
+		*step = e.cfg.Segment.DefaultStep
+	}
+	if *step < 1 || *step > persist.MaxStep {
+		return fmt.Errorf("--step %d: must be between 1 and %d", *step, persist.MaxStep)
+	}
+	s, err := e.openStore(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	created, err := s.Create(ctx, name, *step, *desc)
+	if err != nil {
+		return err
+	}
+	if !created {
+		return fmt.Errorf("tag %q already exists (leaf tags list shows it)", name)
+	}
+	fmt.Fprintf(e.stdout, "created %s: step %d, first ID 1\n", name, *step)
+	return nil
+}
+
+// tagsFloor: leaf tags floor TAG N, as LEAF.FLOOR: max_id becomes at least
+// N+1, never lower; a missing tag is created with segment.default_step.
+func tagsFloor(ctx context.Context, e *env, args []string) error {
+	pos, err := positional(newFlags("tags floor"), args, "TAG", "N")
+	if err != nil {
+		return err
+	}
+	name := pos[0]
+	if err := tagArg(name); err != nil {
+		return err
+	}
+	n, err := intArg("floor", pos[1])
+	if err != nil {
+		return err
+	}
+	if n < 0 || n > maxFloor {
+		return fmt.Errorf("floor %d: must be between 0 and %d", n, maxFloor)
+	}
+	if err := e.load(); err != nil {
+		return err
+	}
+	s, err := e.openStore(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := raiseFloor(ctx, s, name, n, e.cfg.Segment.DefaultStep, "")
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.created:
+		fmt.Fprintf(e.stdout, "created %s with floor %d: max_id %d, every later ID is above %d\n", name, n, res.row.MaxID, n)
+	case res.moved:
+		fmt.Fprintf(e.stdout, "raised %s to floor %d: max_id %d, every later ID is above %d\n", name, n, res.row.MaxID, n)
+	default:
+		fmt.Fprintf(e.stdout, "%s already above %d: max_id %d, nothing changed\n", name, n, res.row.MaxID)
+	}
+	if res.moved && !res.created {
+		fmt.Fprintln(e.stderr, "note: running leaf servers first hand out the IDs they have cached (at most two segments each); "+
+			"LEAF.FLOOR through each server, or a restart, skips them at once")
+	}
+	return nil
+}
+
+// tagsStep: leaf tags step TAG N.
+func tagsStep(ctx context.Context, e *env, args []string) error {
+	pos, err := positional(newFlags("tags step"), args, "TAG", "N")
+	if err != nil {
+		return err
+	}
+	name := pos[0]
+	if err := tagArg(name); err != nil {
+		return err
+	}
+	step, err := intArg("step", pos[1])
+	if err != nil {
+		return err
+	}
+	if step < 1 || step > persist.MaxStep {
+		return fmt.Errorf("step %d: must be between 1 and %d", step, persist.MaxStep)
+	}
+	if err := e.load(); err != nil {
+		return err
+	}
+	s, err := e.openStore(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.SetStep(ctx, name, step); err != nil {
+		if errors.Is(err, persist.ErrNotFound) {
+			return fmt.Errorf("unknown tag %q (create it with leaf tags create)", name)
+		}
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: step %d (servers use it from their next segment)\n", name, step)
+	return nil
+}
+
+// floorResult is what raiseFloor did.
+type floorResult struct {
+	row     persist.Tag // the row afterwards
+	created bool        // the tag had no row
+	moved   bool        // max_id was raised
+}
+
+// raiseFloor makes every later ID of the tag greater than n, creating the
+// tag with step and desc when it has no row, as Allocator.Floor does.
+func raiseFloor(ctx context.Context, s store, name string, n, step int64, desc string) (floorResult, error) {
+	row, moved, err := s.RaiseFloor(ctx, name, n)
+	if !errors.Is(err, persist.ErrNotFound) {
+		return floorResult{row: row, moved: moved}, err
+	}
+	created, err := s.Create(ctx, name, step, desc)
+	if err != nil {
+		return floorResult{}, err
+	}
+	row, moved, err = s.RaiseFloor(ctx, name, n)
+	return floorResult{row: row, created: created, moved: moved || created}, err
+}
