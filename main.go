@@ -13,12 +13,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/leaf-id/leaf/cli"
 	"github.com/leaf-id/leaf/config"
+	"github.com/leaf-id/leaf/httpapi"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
@@ -47,6 +50,9 @@ func main() {
 // run serves until ctx ends, then shuts down cleanly: stop accepting, finish
 // in-flight commands, give unused IDs back, close the store.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && cli.IsCommand(args[0]) { // leaf tags ..., leaf import ...
+		return cli.Run(ctx, args, environ, stdout, stderr)
+	}
 	cfg, err := config.Load(args, environ)
 	if errors.Is(err, config.ErrHelp) {
 		fmt.Fprint(stdout, config.Usage("leaf"))
@@ -64,21 +70,39 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	defer store.Close()
 
-	alloc := segment.New(store, allocatorOptions(cfg.Segment, log))
+	// leaf_store_latency_seconds: told every range the allocator takes.
+	storeLatency := httpapi.NewStoreLatency()
+	aopts := allocatorOptions(cfg.Segment, log)
+	aopts.Observe = storeLatency.Observe
+	alloc := segment.New(store, aopts)
 	if err := alloc.Start(ctx); err != nil {
 		log.Warn("could not read the tag list; tags will be looked up on first use", "err", err)
 	}
 
 	srv := server.New(alloc, server.Options{
-		Password: cfg.Server.Password,
-		MaxBatch: cfg.Segment.MaxBatch,
-		Version:  version,
-		Logger:   log,
+		Password:      cfg.Server.Password,
+		AdminPassword: cfg.Server.AdminPassword,
+		MaxBatch:      cfg.Segment.MaxBatch,
+		Version:       version,
+		Logger:        log,
 	})
 	ln, err := net.Listen("tcp", cfg.Server.Addr)
 	if err != nil {
 		_ = alloc.Close(context.Background())
 		return fmt.Errorf("listen on server.addr %s: %w", cfg.Server.Addr, err)
+	}
+	web, err := startHTTP(cfg.HTTP, httpapi.New(alloc, httpapi.Options{
+		Server:         srv,
+		StoreLatency:   storeLatency,
+		MetricsMaxTags: cfg.HTTP.MetricsMaxTags,
+		PProf:          cfg.HTTP.PProf,
+		Version:        version,
+		Logger:         log,
+	}), log)
+	if err != nil {
+		ln.Close()
+		_ = alloc.Close(context.Background())
+		return err
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "store", cfg.Store.Driver)
 
@@ -94,6 +118,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	down, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
+	if web != nil {
+		// Before the allocator closes: no HTTP request may take an ID it
+		// gives back.
+		if err := web.Shutdown(down); err != nil {
+			log.Warn("http shutdown", "err", err)
+		}
+	}
 	if err := srv.Shutdown(down); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
@@ -117,7 +148,9 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// openStore opens the configured backend.
+// openStore opens the configured backend. The pool is sized from
+// store.max_open_conns and store.conn_max_lifetime, and every query is
+// bounded by segment.load_timeout unless its caller set a deadline.
 func openStore(ctx context.Context, c config.StoreConfig, seg config.SegmentConfig, log *slog.Logger) (persist.Store, error) {
 	opts := persist.Options{
 		CreateSchema:    c.CreateSchema,
@@ -128,7 +161,10 @@ func openStore(ctx context.Context, c config.StoreConfig, seg config.SegmentConf
 	}
 	switch c.Driver {
 	case "mysql":
-		s, err := persist.OpenMySQL(ctx, c.DSN, opts)
+		// A database that cannot be reached does not stop the start: leaf
+		// serves TRYAGAIN and reports the state until it answers (see
+		// README, "Database outages"). Other errors do.
+		s, err := persist.OpenMySQLDeferred(ctx, c.DSN, opts)
 		if err != nil {
 			return nil, fmt.Errorf("store (mysql %s): %w", c.RedactedDSN(), err)
 		}
@@ -140,6 +176,31 @@ func openStore(ctx context.Context, c config.StoreConfig, seg config.SegmentConf
 		}
 		return s, nil
 	}
+}
+
+// startHTTP serves h on http.addr (metrics, health, Leaf's HTTP API, the
+// status page); nil when http.addr is empty.
+func startHTTP(c config.HTTPConfig, h http.Handler, log *slog.Logger) (*http.Server, error) {
+	if c.Addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on http.addr %s: %w", c.Addr, err)
+	}
+	web := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := web.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	log.Info("serving http", "addr", ln.Addr().String(), "pprof", c.PProf)
+	return web, nil
 }
 
 // allocatorOptions maps the segment section onto the allocator.

@@ -1,0 +1,97 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/leaf-id/leaf/segment"
+)
+
+func TestHealthz(t *testing.T) {
+	e := start(t, setup{})
+	for _, down := range []bool{false, true} {
+		e.store.down.Store(down)
+		r := get(t, e.URL+"/healthz")
+		if r.status != http.StatusOK || r.body != "ok\n" {
+			t.Fatalf("store down %v: GET /healthz = %d %q, want 200 \"ok\\n\"", down, r.status, r.body)
+		}
+	}
+}
+
+// TestReadyzFlips: ready while the store answers; still ready when it is
+// away but IDs are cached; 503 with the reason once a tag in use runs dry;
+// ready again when the store is back.
+func TestReadyzFlips(t *testing.T) {
+	e := start(t, setup{seg: func(o *segment.Options) {
+		o.DefaultStep = 10
+		// Prefetch only when the last ID goes: no load runs in the
+		// background until the test spends the segment.
+		o.PrefetchAt = 1
+	}})
+	c := e.client(t)
+	ctx := context.Background()
+	readyz := func(t *testing.T, status int, reason string) {
+		t.Helper()
+		r := get(t, e.URL+"/readyz")
+		if r.status != status || !strings.Contains(r.body, reason) {
+			t.Fatalf("GET /readyz = %d %q, want %d and %q", r.status, r.body, status, reason)
+		}
+	}
+
+	if got := incr(t, c, "r"); got != 1 {
+		t.Fatalf("first ID %d, want 1", got)
+	}
+	t.Run("store up", func(t *testing.T) { readyz(t, http.StatusOK, "ok") })
+
+	e.store.down.Store(true)
+	if err := e.Alloc.Sync(ctx); err == nil {
+		t.Fatal("Sync with the store down: no error")
+	}
+	t.Run("store down, IDs cached", func(t *testing.T) {
+		readyz(t, http.StatusOK, "ok: serving 9 cached IDs")
+		readyz(t, http.StatusOK, "store unavailable since")
+	})
+
+	for want := int64(2); want <= 10; want++ {
+		if got := incr(t, c, "r"); got != want {
+			t.Fatalf("ID %d, want %d", got, want)
+		}
+	}
+	t.Run("store down, runway spent", func(t *testing.T) {
+		readyz(t, http.StatusServiceUnavailable, `not ready: store unavailable since`)
+		readyz(t, http.StatusServiceUnavailable, `1 tag(s) have no cached IDs left: r`)
+		if err := c.Incr(ctx, "r").Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
+			t.Fatalf("INCR r with no runway and no store: %v, want TRYAGAIN", err)
+		}
+	})
+
+	e.store.down.Store(false)
+	// A retry started while the store was away may still fail the first
+	// request; the next one loads afresh.
+	var err error
+	for range 3 {
+		if err = c.Incr(ctx, "r").Err(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("INCR r with the store back: %v", err)
+	}
+	t.Run("store back", func(t *testing.T) { readyz(t, http.StatusOK, "ok") })
+}
+
+// TestReadyzNothingCached: a store away before any ID was cached leaves
+// nothing to serve.
+func TestReadyzNothingCached(t *testing.T) {
+	e := start(t, setup{})
+	e.store.down.Store(true)
+	if err := e.Alloc.Sync(context.Background()); err == nil {
+		t.Fatal("Sync with the store down: no error")
+	}
+	r := get(t, e.URL+"/readyz")
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "no IDs are cached") {
+		t.Fatalf("GET /readyz = %d %q, want 503 and \"no IDs are cached\"", r.status, r.body)
+	}
+}

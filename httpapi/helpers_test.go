@@ -1,0 +1,221 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/httpapi"
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/segment"
+	"github.com/leaf-id/leaf/server/servertest"
+)
+
+// flakyStore is a persist.Store that fails every call while down is set,
+// as a database that went away: the test decides when.
+type flakyStore struct {
+	persist.Store
+	down atomic.Bool
+}
+
+var _ persist.Store = (*flakyStore)(nil)
+
+func (s *flakyStore) err() error {
+	if s.down.Load() {
+		return fmt.Errorf("%w: the test took the database away", persist.ErrUnavailable)
+	}
+	return nil
+}
+
+func (s *flakyStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	if err := s.err(); err != nil {
+		return persist.Range{}, err
+	}
+	return s.Store.Take(ctx, tag, size)
+}
+
+func (s *flakyStore) Tags(ctx context.Context) ([]persist.Tag, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Tags(ctx)
+}
+
+func (s *flakyStore) Tag(ctx context.Context, name string) (persist.Tag, error) {
+	if err := s.err(); err != nil {
+		return persist.Tag{}, err
+	}
+	return s.Store.Tag(ctx, name)
+}
+
+func (s *flakyStore) Create(ctx context.Context, name string, step int64, desc string) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.Store.Create(ctx, name, step, desc)
+}
+
+func (s *flakyStore) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
+	if err := s.err(); err != nil {
+		return false, err
+	}
+	return s.Store.GiveBack(ctx, tag, from, to)
+}
+
+// env is a running leaf: the Redis server and allocator of servertest, on
+// a store the test can take away, and the HTTP handler on httptest.
+type env struct {
+	*servertest.Instance
+	URL   string
+	store *flakyStore
+}
+
+// setup configures start.
+type setup struct {
+	seg     func(*segment.Options) // changes to segment.DefaultOptions
+	maxTags int                    // Options.MetricsMaxTags; 0 means 1000
+	pprof   bool
+}
+
+// start runs a server, its allocator and the HTTP handler; all stop at
+// cleanup.
+func start(t *testing.T, s setup) *env {
+	t.Helper()
+	lat := httpapi.NewStoreLatency()
+	so := segment.DefaultOptions()
+	so.Observe = lat.Observe
+	if s.seg != nil {
+		s.seg(&so)
+	}
+	e := &env{}
+	e.Instance = servertest.Start(t, servertest.Options{
+		Segment: &so,
+		Wrap: func(st persist.Store) persist.Store {
+			e.store = &flakyStore{Store: st}
+			return e.store
+		},
+	})
+	maxTags := s.maxTags
+	if maxTags == 0 {
+		maxTags = 1000
+	}
+	hs := httptest.NewServer(httpapi.New(e.Alloc, httpapi.Options{
+		Server:         e.Server,
+		StoreLatency:   lat,
+		MetricsMaxTags: maxTags,
+		PProf:          s.pprof,
+		Version:        "test",
+	}))
+	t.Cleanup(hs.Close) // registered last: runs before the server stops
+	e.URL = hs.URL
+	return e
+}
+
+// client is a single-connection go-redis client, closed at cleanup.
+func (e *env) client(t *testing.T) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: e.Addr, PoolSize: 1, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func incr(t *testing.T, c *redis.Client, tag string) int64 {
+	t.Helper()
+	id, err := c.Incr(context.Background(), tag).Result()
+	if err != nil {
+		t.Fatalf("INCR %s: %v", tag, err)
+	}
+	return id
+}
+
+// response is an HTTP answer, read whole.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func get(t *testing.T, url string, header ...string) response {
+	t.Helper()
+	return do(t, http.MethodGet, url, header...)
+}
+
+// do sends one request; header is name, value pairs.
+func do(t *testing.T, method, url string, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading: %v", method, url, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// leafID gets an ID from the Leaf API and fails the test on an error.
+func leafID(t *testing.T, base, tag string) int64 {
+	t.Helper()
+	r := get(t, base+"/api/segment/get/"+tag)
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /api/segment/get/%s: %d %s", tag, r.status, r.body)
+	}
+	id, err := strconv.ParseInt(r.body, 10, 64)
+	if err != nil {
+		t.Fatalf("GET /api/segment/get/%s: body %q is not an ID", tag, r.body)
+	}
+	return id
+}
+
+// metrics scrapes /metrics into series -> value; a series is written as
+// in the exposition format: name{label="v",...} with labels sorted.
+func metrics(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	r := get(t, base+"/metrics")
+	if r.status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", r.status, r.body)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(r.body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			t.Fatalf("/metrics: bad line %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("/metrics: bad value in %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// copyBody reads a response's body into w and closes it.
+func copyBody(w io.Writer, r *http.Response) (int64, error) {
+	defer r.Body.Close()
+	return io.Copy(w, r.Body)
+}

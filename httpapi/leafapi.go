@@ -1,0 +1,166 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/leaf-id/leaf/segment"
+)
+
+// Meituan Leaf's HTTP API, so that Leaf's callers switch without a change.
+// What a Leaf caller sees, from Leaf's leaf-server (LeafController,
+// SegmentIDGenImpl, exception/*.java, on Spring Boot 1.5):
+//
+//   - success: 200, the ID as text (text/plain;charset=UTF-8), nothing else;
+//   - an error: SegmentIDGenImpl.get returns Result{id, EXCEPTION} with
+//     id -1 (cache not initialised), -2 (key not in the table) or -3 (both
+//     segments empty: the database did not deliver); LeafController throws
+//     LeafServerException(result.toString()), annotated with
+//     @ResponseStatus(INTERNAL_SERVER_ERROR), and Spring Boot's error
+//     controller answers 500 with its JSON: timestamp (epoch ms), status,
+//     error, exception, message ("Result{id=-2, status=EXCEPTION}"), path.
+//
+// leaf answers the same status and body; its own reason is in the header
+// X-Leaf-Error. Its errors map onto Leaf's codes as the situations match:
+// an unknown tag (auto-create off), an invalid name or a tag whose row was
+// deleted is -2 (Leaf drops deleted tags from its cache), a server shutting
+// down is -1, and no cached IDs with the database unavailable, or any other
+// failure to get a segment, is -3.
+//
+// Leaf's snowflake mode does not exist in leaf: its paths answer 404.
+
+// Leaf's exception codes (SegmentIDGenImpl).
+const (
+	leafInitFalse   = -1 // EXCEPTION_ID_IDCACHE_INIT_FALSE
+	leafKeyNotExist = -2 // EXCEPTION_ID_KEY_NOT_EXISTS
+	leafTwoSegsNull = -3 // EXCEPTION_ID_TWO_SEGMENTS_ARE_NULL
+)
+
+// leafException is the class Spring Boot names in the error body.
+const leafException = "com.sankuai.inf.leaf.server.exception.LeafServerException"
+
+// springError is Spring Boot 1.5's error body, fields in its order.
+type springError struct {
+	Timestamp int64  `json:"timestamp"`
+	Status    int    `json:"status"`
+	Error     string `json:"error"`
+	Exception string `json:"exception"`
+	Message   string `json:"message"`
+	Path      string `json:"path"`
+}
+
+// segmentGet: /api/segment/get/{key} -> the tag's next ID, from the same
+// allocator as INCR.
+func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
+	id, err := h.alloc.Next(r.Context(), r.PathValue("key"))
+	if err != nil {
+		h.leafError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
+	_, _ = w.Write(strconv.AppendInt(nil, id, 10))
+}
+
+// leafCode is Leaf's exception code for an allocator error.
+func leafCode(err error) int {
+	switch {
+	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrBadTag), errors.Is(err, segment.ErrTagGone):
+		return leafKeyNotExist
+	case errors.Is(err, segment.ErrClosed):
+		return leafInitFalse
+	default:
+		return leafTwoSegsNull
+	}
+}
+
+// leafError answers err as Leaf does: 500 and Spring Boot's JSON.
+func (h *handler) leafError(w http.ResponseWriter, r *http.Request, err error) {
+	body, _ := json.Marshal(springError{
+		Timestamp: h.now().UnixMilli(),
+		Status:    http.StatusInternalServerError,
+		Error:     "Internal Server Error",
+		Exception: leafException,
+		Message:   "Result{id=" + strconv.Itoa(leafCode(err)) + ", status=EXCEPTION}",
+		Path:      r.URL.Path,
+	})
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("X-Leaf-Error", headerSafe(err.Error()))
+	w.WriteHeader(http.StatusInternalServerError)
+	_, _ = w.Write(body)
+}
+
+// headerSafe keeps a header value on one line of printable characters.
+func headerSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// snowflakeGet: leaf has only Leaf's segment mode.
+func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
+	writeText(w, http.StatusNotFound,
+		"leaf has no snowflake mode: it serves Leaf's segment mode only, at /api/segment/get/{key}\n")
+}
+
+// segmentBufferView is one tag of Leaf's /cache, named as Leaf's
+// SegmentBufferView serialises: value is the next ID a segment hands out,
+// max its exclusive end; an empty slot is all zero.
+type segmentBufferView struct {
+	Key       string `json:"key"`
+	Value0    int64  `json:"value0"`
+	Step0     int64  `json:"step0"`
+	Max0      int64  `json:"max0"`
+	Value1    int64  `json:"value1"`
+	Step1     int64  `json:"step1"`
+	Max1      int64  `json:"max1"`
+	Pos       int    `json:"pos"`
+	NextReady bool   `json:"nextReady"`
+	InitOk    bool   `json:"initOk"`
+}
+
+func bufferView(in segment.TagInfo) segmentBufferView {
+	return segmentBufferView{
+		Key:    in.Name,
+		Value0: in.Segments[0].Value, Step0: in.Segments[0].Step, Max0: in.Segments[0].Max,
+		Value1: in.Segments[1].Value, Step1: in.Segments[1].Step, Max1: in.Segments[1].Max,
+		Pos: in.Pos, NextReady: in.NextReady, InitOk: in.Init,
+	}
+}
+
+// cache: GET /cache -> Leaf's monitor of the tags' SegmentBuffers. Leaf
+// renders it as an HTML table (segment.ftlh); browsers get the same table
+// here, other clients a JSON object of the same fields keyed by tag.
+func (h *handler) cache(w http.ResponseWriter, r *http.Request) {
+	tags := h.alloc.Tags()
+	views := make([]segmentBufferView, len(tags))
+	for i, in := range tags {
+		views[i] = bufferView(in)
+	}
+	if wantsHTML(r) {
+		h.render(w, "cache.html", views)
+		return
+	}
+	byKey := make(map[string]segmentBufferView, len(views))
+	for _, v := range views {
+		byKey[v.Key] = v
+	}
+	body, err := json.Marshal(byKey)
+	if err != nil {
+		h.log.Error("cache: encoding", "err", err)
+		writeText(w, http.StatusInternalServerError, "encoding failed\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// wantsHTML reports whether the client asks for HTML (a browser).
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/leaf-id/leaf/segment"
+)
+
+// The status page (GET /) and Leaf's /cache table, server-rendered with
+// html/template from templates embedded in the binary: no front-end build,
+// no script, no external asset. The page reloads itself with a meta
+// refresh and reads on a phone (viewport meta; below 720px each tag row
+// becomes a card of labelled fields).
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// parseTemplates parses the embedded templates; a broken one is a bug the
+// package's tests catch, so it panics.
+func parseTemplates() *template.Template {
+	return template.Must(template.New("").Funcs(template.FuncMap{
+		"runway": formatRunway,
+		"when":   formatWhen,
+	}).ParseFS(templateFS, "templates/*.html"))
+}
+
+// statusPage is the data of templates/status.html.
+type statusPage struct {
+	Version   string
+	Now       time.Time
+	Uptime    time.Duration
+	Refresh   int // seconds
+	Ready     readyState
+	Store     segment.Stats
+	HasServer bool
+	Clients   int
+	Tags      []tagRow
+	CachedIDs int64
+	Issued    int64
+	PProf     bool
+}
+
+// tagRow is one tag of the status page.
+type tagRow struct {
+	segment.TagInfo
+	Slots [2]slotView
+}
+
+// slotView is one of a tag's two segments.
+type slotView struct {
+	Current bool  // the segment IDs come from now
+	Loaded  bool  // the slot holds a segment
+	Left    int64 // IDs not handed out yet
+	segment.SegmentInfo
+}
+
+// status: GET / -> the status page.
+func (h *handler) status(w http.ResponseWriter, r *http.Request) {
+	now := h.now()
+	tags := h.alloc.Tags()
+	st := h.alloc.Stats()
+	p := statusPage{
+		Version: h.opts.Version,
+		Now:     now,
+		Uptime:  now.Sub(h.started).Round(time.Second),
+		Refresh: max(1, int(h.opts.Refresh/time.Second)),
+		Ready:   readiness(st, tags),
+		Store:   st,
+		PProf:   h.opts.PProf,
+		Tags:    make([]tagRow, len(tags)),
+	}
+	if h.opts.Server != nil {
+		p.HasServer = true
+		p.Clients = h.opts.Server.ConnectedClients()
+	}
+	for i, in := range tags {
+		row := tagRow{TagInfo: in}
+		for s, sg := range in.Segments {
+			row.Slots[s] = slotView{
+				Current:     in.Init && s == in.Pos,
+				Loaded:      sg.Step > 0,
+				Left:        max(sg.Max-sg.Value, 0),
+				SegmentInfo: sg,
+			}
+		}
+		p.Tags[i] = row
+		p.CachedIDs += in.RunwayIDs
+		p.Issued += in.Issued
+	}
+	h.render(w, "status.html", p)
+}
+
+// render executes a template into a buffer first, so a failure answers a
+// clean 500 instead of half a page.
+func (h *handler) render(w http.ResponseWriter, name string, data any) {
+	var b bytes.Buffer
+	if err := h.tmpl.ExecuteTemplate(&b, name, data); err != nil {
+		h.log.Error("rendering "+name, "err", err)
+		writeText(w, http.StatusInternalServerError, "rendering failed\n")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = b.WriteTo(w)
+}
+
+// formatWhen prints a time for the page: "never" when zero.
+func formatWhen(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
