@@ -1,0 +1,327 @@
+package main
+
+// Helpers of the fault tests (chaos_test.go, outage_test.go,
+// faults_test.go): databases the tests own, a client that waits as long as
+// the test does, and readers of LEAF.INFO and INFO.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/persist/storetest"
+)
+
+// store is a database the leaf processes of a test share: the environment
+// that points leaf at it, and a handle for the test's own SQL.
+type store struct {
+	name string // "sqlite" or "mysql"
+	env  []string
+	db   *sql.DB
+}
+
+// sqliteStore is a fresh SQLite file in dir.
+func sqliteStore(t *testing.T, dir string) store {
+	t.Helper()
+	path := filepath.Join(dir, "shared.db")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_busy_timeout=30000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return store{name: "sqlite", env: []string{"LEAF_STORE_DRIVER=sqlite", "LEAF_STORE_DSN=" + path}, db: db}
+}
+
+// mysqlStore is a fresh database on the MariaDB of LEAF_TEST_MYSQL_DSN
+// (skipped when unset, failed when CI=true: storetest.MySQLDSN).
+func mysqlStore(t *testing.T) store {
+	t.Helper()
+	return mysqlStoreAt(t, storetest.MySQLDSN(t))
+}
+
+func mysqlStoreAt(t *testing.T, dsn string) store {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return store{name: "mysql", env: []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + dsn}, db: db}
+}
+
+// exec runs one statement on the store, as an operator would by hand.
+func (s store) exec(t *testing.T, stmt string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, stmt, args...); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+}
+
+// mariadb is a MariaDB server of one test alone (scripts/mariadb.sh in a
+// temporary directory), so the test may kill, pause and restart it.
+type mariadb struct {
+	t   *testing.T
+	dir string
+	dsn string
+}
+
+// ownMariaDB starts a MariaDB for t alone, stopped at cleanup. Without the
+// MariaDB programs the test is skipped, or failed when CI=true.
+func ownMariaDB(t *testing.T) *mariadb {
+	t.Helper()
+	if !haveMariaDB() {
+		const why = "mariadbd not found: install mariadb-server (make test does, as root)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	m := &mariadb{t: t, dir: t.TempDir()}
+	t.Cleanup(func() {
+		if out, err := m.script("stop"); err != nil {
+			t.Errorf("mariadb.sh stop: %v\n%s", err, out)
+		}
+	})
+	m.start()
+	return m
+}
+
+func haveMariaDB() bool {
+	for _, name := range []string{"mariadbd", "mariadb-install-db"} {
+		if _, err := exec.LookPath(name); err == nil {
+			continue
+		}
+		found := false
+		for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"} {
+			if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// script runs scripts/mariadb.sh cmd on the test's directory.
+func (m *mariadb) script(cmd string) (string, error) {
+	out, err := exec.Command("bash", "scripts/mariadb.sh", cmd, m.dir).CombinedOutput()
+	return string(out), err
+}
+
+// start starts the server, again on the same port and data after kill or
+// stop, so the DSN that leaf holds stays valid.
+func (m *mariadb) start() {
+	m.t.Helper()
+	cmd := exec.Command("bash", "scripts/mariadb.sh", "start", m.dir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		m.t.Fatalf("mariadb.sh start: %v\n%s", err, stderr.String())
+	}
+	dsn, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "LEAF_TEST_MYSQL_DSN=")
+	if !ok {
+		m.t.Fatalf("mariadb.sh start printed %q", out)
+	}
+	if m.dsn != "" && dsn != m.dsn {
+		m.t.Fatalf("MariaDB came back as %s, was %s: its port was taken", dsn, m.dsn)
+	}
+	m.dsn = dsn
+}
+
+// kill crashes the server (SIGKILL) and waits until it is gone.
+func (m *mariadb) kill() { m.t.Helper(); m.must("kill") }
+
+// pause stops the server (SIGSTOP): connections are accepted by the kernel
+// and never answered. resume continues it.
+func (m *mariadb) pause()  { m.t.Helper(); m.must("pause") }
+func (m *mariadb) resume() { m.t.Helper(); m.must("resume") }
+
+// stop shuts the server down cleanly.
+func (m *mariadb) stop() { m.t.Helper(); m.must("stop") }
+
+func (m *mariadb) must(cmd string) {
+	m.t.Helper()
+	if out, err := m.script(cmd); err != nil {
+		m.t.Fatalf("mariadb.sh %s: %v\n%s", cmd, err, out)
+	}
+}
+
+// password is the password in the server's DSN.
+func (m *mariadb) password() string {
+	cfg, err := mysql.ParseDSN(m.dsn)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return cfg.Passwd
+}
+
+// patientClient is a single-connection client that waits for a reply as
+// long as the test runs: how fast leaf answers is never asserted, only that
+// it answers.
+func patientClient(t testing.TB, p *proc) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr: p.Addr, PoolSize: 1, MaxRetries: -1,
+		ReadTimeout: 5 * time.Minute, WriteTimeout: 5 * time.Minute,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// leafInfo returns LEAF.INFO tag as a map; integers as int64, text as
+// string, whatever the protocol.
+func leafInfo(t testing.TB, c *redis.Client, tag string) map[string]any {
+	t.Helper()
+	v, err := c.Do(context.Background(), "LEAF.INFO", tag).Result()
+	if err != nil {
+		t.Fatalf("LEAF.INFO %s: %v", tag, err)
+	}
+	out := map[string]any{}
+	switch v := v.(type) {
+	case map[any]any: // RESP3
+		for k, val := range v {
+			out[fmt.Sprint(k)] = val
+		}
+	case []any: // RESP2
+		for i := 0; i+1 < len(v); i += 2 {
+			out[fmt.Sprint(v[i])] = v[i+1]
+		}
+	default:
+		t.Fatalf("LEAF.INFO reply of type %T", v)
+	}
+	return out
+}
+
+// infoInt is an integer field of LEAF.INFO.
+func infoInt(t testing.TB, f map[string]any, key string) int64 {
+	t.Helper()
+	n, ok := f[key].(int64)
+	if !ok {
+		t.Fatalf("LEAF.INFO %s = %#v, want an integer", key, f[key])
+	}
+	return n
+}
+
+// infoField is one field of INFO section, "" when absent.
+func infoField(t testing.TB, c *redis.Client, section, key string) string {
+	t.Helper()
+	s, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatalf("INFO %s: %v", section, err)
+	}
+	for line := range strings.SplitSeq(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// waitInfo polls LEAF.INFO tag until cond holds; it fails the test when
+// the test's context ends first.
+func waitInfo(t testing.TB, c *redis.Client, tag, what string, cond func(map[string]any) bool) map[string]any {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		f := leafInfo(t, c, tag)
+		if cond(f) {
+			return f
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("LEAF.INFO %s never showed %s: %v", tag, what, f)
+		}
+	}
+}
+
+// waitStoreOK polls INFO until store_ok is want ("0" or "1").
+func waitStoreOK(t testing.TB, c *redis.Client, want string) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		v := infoField(t, c, "leaf", "store_ok")
+		if v == want {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("INFO store_ok stayed %q, want %q", v, want)
+		}
+	}
+}
+
+// nextReady waits until tag has both segments cached.
+func nextReady(t testing.TB, c *redis.Client, tag string) map[string]any {
+	t.Helper()
+	return waitInfo(t, c, tag, "next_ready", func(f map[string]any) bool {
+		return f["next_ready"] == int64(1) && f["loading"] == int64(0)
+	})
+}
+
+// incrErr is INCR tag; an error reply comes back as its text.
+func incrErr(c *redis.Client, tag string) (int64, string, error) {
+	id, err := c.Incr(context.Background(), tag).Result()
+	var re redis.Error
+	if errors.As(err, &re) {
+		return 0, re.Error(), nil
+	}
+	return id, "", err
+}
+
+// incrAfterRecovery is INCR tag once the database is back: an error reply
+// (TRYAGAIN) is accepted only a few times, for a load that started before
+// the database answered; it returns the ID and the replies it retried.
+func incrAfterRecovery(t testing.TB, c *redis.Client, tag string) (int64, []string) {
+	t.Helper()
+	var tries []string
+	for len(tries) < 5 {
+		id, reply, err := incrErr(c, tag)
+		if err != nil {
+			t.Fatalf("INCR %s: %v", tag, err)
+		}
+		if reply == "" {
+			return id, tries
+		}
+		if !strings.HasPrefix(reply, "TRYAGAIN ") {
+			t.Fatalf("INCR %s once the database is back: %q", tag, reply)
+		}
+		tries = append(tries, reply)
+	}
+	t.Fatalf("INCR %s: no ID once the database is back: %q", tag, tries)
+	return 0, nil
+}
+
+// mustInt parses an INFO value.
+func mustInt(t testing.TB, key, v string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("INFO %s = %q, want an integer", key, v)
+	}
+	return n
+}

@@ -1,0 +1,183 @@
+package main
+
+// Database outages under a running server, on a MariaDB of the test's own
+// that it kills, pauses and restarts: leaf serves from its cached segments,
+// then answers TRYAGAIN, reports the state in INFO and LEAF.INFO, and
+// recovers by itself when the database is back.
+
+import (
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// outageEnv: segments of exactly 100 IDs (the step cannot grow), and
+// requests that give up on the database after one second.
+func outageEnv(dsn string) []string {
+	return []string{
+		"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + dsn,
+		"LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100",
+		"LEAF_SEGMENT_LOAD_TIMEOUT=1s", "LEAF_LOG_LEVEL=info",
+	}
+}
+
+// TestDatabaseOutage: with two segments cached, the database crashes
+// (SIGKILL) or hangs (SIGSTOP). INCR answers every cached ID, in order,
+// then TRYAGAIN: at once when the database refuses connections, after
+// load_timeout when it does not answer (the test asserts that the error
+// comes, not how fast). INFO and LEAF.INFO show the database unreachable,
+// the error and no runway. Once the database is back the same process
+// serves again, above every ID it served before.
+func TestDatabaseOutage(t *testing.T) {
+	db := ownMariaDB(t)
+	tests := []struct {
+		name           string
+		fault, recover func()
+		// want is in the TRYAGAIN reply: what the request met.
+		want []string
+	}{
+		{"Crash", db.kill, db.start, []string{"connection refused", "invalid connection", "bad connection", "connection reset", "broken pipe"}},
+		// The paused server accepts connections and never answers: the
+		// load ends at its deadline (or the request's wait does first).
+		{"Hang", db.pause, db.resume, []string{"deadline exceeded", "no segment within 1s"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tag := "outage_" + strings.ToLower(tc.name)
+			p := startLeaf(t, t.TempDir(), outageEnv(db.dsn)...)
+			c := patientClient(t, p)
+
+			var last int64
+			for range 20 { // past the prefetch point (10%)
+				last = incr(t, c, tag)
+			}
+			nextReady(t, c, tag)
+
+			tc.fault()
+			recovered := false
+			t.Cleanup(func() {
+				if !recovered {
+					tc.recover()
+				}
+			})
+			f := leafInfo(t, c, tag)
+			runway := infoInt(t, f, "runway_ids")
+			if runway != 180 {
+				t.Fatalf("runway_ids = %d with 20 of 200 cached IDs used, want 180", runway)
+			}
+			for i := range runway {
+				id, reply, err := incrErr(c, tag)
+				if err != nil || reply != "" {
+					t.Fatalf("cached ID %d of %d: INCR = %v, %q", i+1, runway, err, reply)
+				}
+				if id <= last {
+					t.Fatalf("INCR = %d after %d", id, last)
+				}
+				last = id
+			}
+			// The cache is empty: the answer is an error, within
+			// load_timeout (a hang would end the test at its deadline).
+			_, reply, err := incrErr(c, tag)
+			if err != nil || !strings.HasPrefix(reply, "TRYAGAIN no cached IDs for tag '"+tag+"'") {
+				t.Fatalf("INCR with no cached IDs and the database down = %v, %q; want TRYAGAIN", err, reply)
+			}
+			if !slices.ContainsFunc(tc.want, func(w string) bool { return strings.Contains(reply, w) }) {
+				t.Errorf("TRYAGAIN reply %q says none of %q", reply, tc.want)
+			}
+
+			// The request may give up (load_timeout) just before the load
+			// it waited for records its failure.
+			waitStoreOK(t, c, "0")
+			if v := infoField(t, c, "leaf", "store_last_error"); v == "" {
+				t.Errorf("INFO store_last_error is empty during the outage")
+			}
+			if v := infoField(t, c, "leaf", "store_last_error_at"); mustInt(t, "store_last_error_at", v) <= 0 {
+				t.Errorf("INFO store_last_error_at = %q during the outage", v)
+			}
+			f = leafInfo(t, c, tag)
+			if f["store_ok"] != int64(0) || f["runway_ids"] != int64(0) || f["last_error"] == "" || infoInt(t, f, "failures") == 0 {
+				t.Errorf("LEAF.INFO during the outage: store_ok %v runway_ids %v failures %v last_error %q; want 0, 0, >0, an error",
+					f["store_ok"], f["runway_ids"], f["failures"], f["last_error"])
+			}
+
+			tc.recover()
+			recovered = true
+			id, retried := incrAfterRecovery(t, c, tag)
+			if len(retried) > 0 {
+				t.Logf("TRYAGAIN before the first ID after recovery: %q", retried)
+			}
+			if id <= last {
+				t.Fatalf("first INCR after recovery = %d, want > %d", id, last)
+			}
+			last = id
+			for range 250 { // through more segment loads
+				if id := incr(t, c, tag); id <= last {
+					t.Fatalf("INCR = %d after %d", id, last)
+				} else {
+					last = id
+				}
+			}
+			if v := infoField(t, c, "leaf", "store_ok"); v != "1" {
+				t.Errorf("INFO store_ok = %q after recovery, want 1", v)
+			}
+			f = leafInfo(t, c, tag)
+			if f["store_ok"] != int64(1) || infoInt(t, f, "runway_ids") <= 0 {
+				t.Errorf("LEAF.INFO after recovery: store_ok %v runway_ids %v; want 1, > 0", f["store_ok"], f["runway_ids"])
+			}
+			p.Stop(syscall.SIGTERM)
+			if strings.Contains(p.Log(), db.password()) {
+				t.Errorf("the log shows the database password")
+			}
+		})
+	}
+
+	// A leaf process started while the database is down serves (errors),
+	// instead of exiting into a restart loop, and recovers when the
+	// database comes up.
+	t.Run("DownAtStart", func(t *testing.T) {
+		const tag = "outage_start"
+		db.stop()
+		recovered := false
+		t.Cleanup(func() {
+			if !recovered {
+				db.start()
+			}
+		})
+		p := startLeaf(t, t.TempDir(), outageEnv(db.dsn)...)
+		c := patientClient(t, p)
+		if !strings.Contains(p.Log(), "database unreachable at start") {
+			t.Errorf("no warning that the database is unreachable; log:\n%s", p.Log())
+		}
+		for range 3 {
+			_, reply, err := incrErr(c, tag)
+			if err != nil || !strings.HasPrefix(reply, "TRYAGAIN ") {
+				t.Fatalf("INCR with the database down since start = %v, %q; want TRYAGAIN", err, reply)
+			}
+		}
+		waitStoreOK(t, c, "0")
+
+		db.start()
+		recovered = true
+		id, _ := incrAfterRecovery(t, c, tag)
+		if id != 1 {
+			t.Fatalf("first INCR of a new tag = %d, want 1", id)
+		}
+		if got := incr(t, c, tag); got != 2 {
+			t.Fatalf("second INCR = %d, want 2", got)
+		}
+		if v := infoField(t, c, "leaf", "store_ok"); v != "1" {
+			t.Errorf("INFO store_ok = %q after the database came up, want 1", v)
+		}
+		p.Stop(syscall.SIGTERM)
+		// The clean stop gave the rest back: a new process goes on at 3.
+		p = startLeaf(t, t.TempDir(), outageEnv(db.dsn)...)
+		if got := incr(t, patientClient(t, p), tag); got != 3 {
+			t.Fatalf("INCR after a restart = %d, want 3", got)
+		}
+		p.Stop(syscall.SIGTERM)
+		if strings.Contains(p.Log(), db.password()) {
+			t.Errorf("the log shows the database password")
+		}
+	})
+}
