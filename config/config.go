@@ -43,7 +43,7 @@ type Config struct {
 type ServerConfig struct {
 	Addr            string        // server.addr: host:port to listen on
 	Password        string        // server.password: AUTH password, "" = none
-	AdminPassword   string        // server.admin_password: password for administrative commands
+	AdminPassword   string        // server.admin_password: user admin's password; set: LEAF.CREATE/STEP/FLOOR and SET need AUTH admin, "" = any client may run them
 	MaxClients      int           // server.max_clients: open connections at most
 	MaxRequestBytes int           // server.max_request_bytes: largest request accepted
 	IdleTimeout     time.Duration // server.idle_timeout: close idle connections, 0 = never
@@ -151,7 +151,7 @@ func keys() []key {
 	return []key{
 		{"server.addr", "host:port for Redis clients", func(c *Config) any { return &c.Server.Addr }},
 		{"server.password", "password clients must AUTH with; empty: none", func(c *Config) any { return &c.Server.Password }},
-		{"server.admin_password", "password for administrative commands", func(c *Config) any { return &c.Server.AdminPassword }},
+		{"server.admin_password", "password of user admin, required for LEAF.CREATE/STEP/FLOOR and SET; empty: any client may run them", func(c *Config) any { return &c.Server.AdminPassword }},
 		{"server.max_clients", "open client connections at most", func(c *Config) any { return &c.Server.MaxClients }},
 		{"server.max_request_bytes", "largest request a client may send, in bytes", func(c *Config) any { return &c.Server.MaxRequestBytes }},
 		{"server.idle_timeout", "close connections idle this long; 0: never", func(c *Config) any { return &c.Server.IdleTimeout }},
@@ -166,7 +166,7 @@ func keys() []key {
 		{"store.max_open_conns", "open database connections at most", func(c *Config) any { return &c.Store.MaxOpenConns }},
 		{"store.conn_max_lifetime", "recycle database connections after this; 0: never", func(c *Config) any { return &c.Store.ConnMaxLifetime }},
 
-		{"http.addr", "host:port for /metrics (and pprof); empty: off", func(c *Config) any { return &c.HTTP.Addr }},
+		{"http.addr", "host:port for metrics, health, the status page and Leaf's API; empty: off", func(c *Config) any { return &c.HTTP.Addr }},
 		{"http.pprof", "serve /debug/pprof/ on http.addr", func(c *Config) any { return &c.HTTP.PProf }},
 		{"http.metrics_max_tags", "tags that get their own metric series at most", func(c *Config) any { return &c.HTTP.MetricsMaxTags }},
 

@@ -2,7 +2,8 @@
 # make test: formatting, vet, every Go test under -race against a real SQLite
 # file and a throwaway MariaDB, then the redis-cli / redis-benchmark smoke
 # test against a freshly built binary. Installs what it needs from Debian's
-# packages when run as root (redis-tools, redis-server, mariadb-server).
+# packages when run as root (redis-tools, redis-server, mariadb-server,
+# chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -17,6 +18,9 @@ go vet ./...
 
 need_pkgs redis-cli redis-tools
 need_pkgs redis-server redis-server
+# The status page's test renders it in headless Chromium; without it that
+# test skips (and fails under CI=true).
+need_pkgs chromium chromium || echo "no chromium: the status page's browser test will skip" >&2
 
 work=$(mktemp -d)
 cleanup() {

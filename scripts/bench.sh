@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# make bench: leaf's benchmarks.
+#
+#  1. The Go benchmarks: the allocator's hot path next to a bare atomic add
+#     and the start-up with 100,000 tags (segment/), the server path of INCR
+#     alone, through the connection loop, and through go-redis pipelines
+#     (server/), all with allocations.
+#  2. redis-benchmark INCR on one key against leaf (built with
+#     CGO_ENABLED=0, on a fresh SQLite file) and against a redis-server 7
+#     (--save '' --appendonly no), both on free loopback ports of this
+#     machine, with -c 50 at -P 1 and -P 16. Rounds rotate the order of the
+#     servers, so drift on a shared machine hits all of them; the table
+#     shows the medians of requests per second and of p99 latency, and the
+#     ratios leaf/redis.
+#
+# Everything it starts it stops by PID. Installs redis-server and
+# redis-tools from Debian's packages when missing (as root).
+#
+# Environment:
+#   ROUNDS=5             rounds per pipeline depth
+#   CLIENTS=50           redis-benchmark -c
+#   PIPELINES="1 16"     redis-benchmark -P values
+#   SECONDS_PER_RUN=2    target length of one redis-benchmark run (the
+#                        request count is sized from the warm-up's rate)
+#   LEAF_GOMAXPROCS=     empty: one leaf with Go's default (the core
+#                        count); else one leaf per value, e.g. "1 2"
+#   GO_BENCH=1           0 skips the Go benchmarks
+#   BENCHTIME=1s         go test -benchtime
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+ROUNDS=${ROUNDS:-5}
+CLIENTS=${CLIENTS:-50}
+PIPELINES=${PIPELINES:-"1 16"}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
+LEAF_GOMAXPROCS=${LEAF_GOMAXPROCS:-}
+GO_BENCH=${GO_BENCH:-1}
+BENCHTIME=${BENCHTIME:-1s}
+
+need_pkgs redis-benchmark redis-tools
+need_pkgs redis-server redis-server
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ *//')
+echo "== $(nproc) cores (${cpu:-unknown CPU}), $(go version | cut -d' ' -f3)"
+
+if [ "$GO_BENCH" != 0 ]; then
+	echo
+	echo "== Go benchmarks"
+	go test -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" ./segment/ | tee "$work/gobench"
+	go test -run '^$' -bench 'BenchmarkDispatchIncr|BenchmarkConnIncr|BenchmarkServerIncr' -benchmem \
+		-benchtime "$BENCHTIME" ./server/ | tee -a "$work/gobench"
+	awk '/^BenchmarkNext\/atomic.Int64.Add/ { a = $3 } /^BenchmarkNext\/Tag.Next-/ { t = $3 }
+		END { if (a > 0 && t > 0) printf "Tag.Next: %.2fx the cost of a bare atomic add\n", t / a }' "$work/gobench"
+fi
+
+# free_port: a random port on 127.0.0.1 that nothing listens on now.
+free_port() {
+	local port i
+	for ((i = 0; i < 100; i++)); do
+		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "$port"
+			return 0
+		fi
+	done
+	echo "no free port found" >&2
+	return 1
+}
+
+echo
+echo "== building leaf"
+CGO_ENABLED=0 go build -trimpath -o "$work/leaf" .
+
+declare -A port
+servers=()
+for procs in ${LEAF_GOMAXPROCS:-default}; do
+	name=leaf-$procs
+	env=()
+	[ "$procs" = default ] || env=("GOMAXPROCS=$procs")
+	mkdir -p "$work/$name"
+	(cd "$work/$name" && exec env "${env[@]}" ../leaf --server.addr=127.0.0.1:0 --store.dsn="$work/$name/leaf.db") \
+		>"$work/$name/log" 2>&1 &
+	pids+=("$!")
+	wait_log "$work/$name/log" 'msg=serving addr=' 30 || { cat "$work/$name/log" >&2; exit 1; }
+	port[$name]=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name/log" | head -1)
+	[ -n "${port[$name]}" ] || { cat "$work/$name/log" >&2; exit 1; }
+	servers+=("$name")
+	echo "leaf (GOMAXPROCS=$procs) on 127.0.0.1:${port[$name]}"
+done
+
+for attempt in 1 2 3 4 5; do
+	p=$(free_port)
+	redis-server --bind 127.0.0.1 --port "$p" --save '' --appendonly no \
+		--dir "$work" --daemonize no --protected-mode yes --loglevel warning \
+		>"$work/redis.log" 2>&1 &
+	rpid=$!
+	for ((i = 0; i < 100; i++)); do
+		if [ "$(redis-cli -h 127.0.0.1 -p "$p" PING 2>/dev/null)" = PONG ]; then
+			port[redis]=$p
+			break
+		fi
+		kill -0 "$rpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ -n "${port[redis]:-}" ]; then
+		pids+=("$rpid")
+		break
+	fi
+	kill -TERM "$rpid" 2>/dev/null || true
+	wait "$rpid" 2>/dev/null || true
+done
+[ -n "${port[redis]:-}" ] || { echo "redis-server did not start:" >&2; cat "$work/redis.log" >&2; exit 1; }
+servers+=(redis)
+redis_version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
+echo "redis-server $redis_version on 127.0.0.1:${port[redis]}"
+
+# bench NAME P N: one redis-benchmark run of N INCRs against server NAME;
+# appends "name p rps p99_ms" to $work/results.
+bench() {
+	local name=$1 p=$2 n=$3 out
+	out=$(redis-benchmark -h 127.0.0.1 -p "${port[$name]}" -c "$CLIENTS" -n "$n" -P "$p" --csv INCR bench 2>&1) || {
+		echo "redis-benchmark against $name failed: $out" >&2
+		return 1
+	}
+	if grep -q 'Error from server' <<<"$out"; then
+		echo "error replies from $name: $out" >&2
+		return 1
+	fi
+	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+	awk -F'"' -v name="$name" -v p="$p" '$2 ~ /^INCR/ { printf "%s %s %s %s\n", name, p, $4, $14 }' <<<"$out" >>"$work/results"
+	tail -1 "$work/results"
+}
+
+# Warm-up, not counted: leaf's adaptive step grows to the rate, and every
+# server faults its pages in.
+echo
+echo "== warm-up"
+for p in $PIPELINES; do
+	for s in "${servers[@]}"; do
+		bench "$s" "$p" 200000 >/dev/null
+	done
+done
+# Size the runs of each depth to about SECONDS_PER_RUN from redis's rate.
+declare -A requests
+while read -r name p rps p99; do
+	[ "$name" = redis ] || continue
+	requests[$p]=$(awk -v r="$rps" -v s="$SECONDS_PER_RUN" 'BEGIN { n = int(r * s / 10000) * 10000; if (n < 50000) n = 50000; print n }')
+done <"$work/results"
+: >"$work/results"
+
+echo
+echo "== $ROUNDS rounds, -c $CLIENTS, INCR on one key (server, -P, rps, p99 ms)"
+k=${#servers[@]}
+for ((r = 0; r < ROUNDS; r++)); do
+	for p in $PIPELINES; do
+		for ((j = 0; j < k; j++)); do
+			bench "${servers[(r + j) % k]}" "$p" "${requests[$p]}"
+		done
+	done
+done
+
+# median NAME P FIELD: the median of a column (3: rps, 4: p99).
+median() {
+	awk -v name="$1" -v p="$2" -v f="$3" '$1 == name && $2 == p { print $f }' "$work/results" | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+echo
+echo "== redis-benchmark INCR on one key, -c $CLIENTS: medians of $ROUNDS rounds"
+echo "   $(nproc) cores (${cpu:-unknown CPU}), redis-benchmark on the same machine, redis-server $redis_version"
+echo
+echo "| -P | leaf GOMAXPROCS | leaf rps | redis rps | rps leaf/redis | leaf p99 ms | redis p99 ms | p99 leaf/redis |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+for p in $PIPELINES; do
+	rr=$(median redis "$p" 3)
+	r99=$(median redis "$p" 4)
+	for s in "${servers[@]}"; do
+		[ "$s" = redis ] && continue
+		procs=${s#leaf-}
+		[ "$procs" = default ] && procs="$(nproc) (default)"
+		awk -v p="$p" -v procs="$procs" -v lr="$(median "$s" "$p" 3)" -v rr="$rr" -v l99="$(median "$s" "$p" 4)" -v r99="$r99" 'BEGIN {
+			printf "| %s | %s | %.0f | %.0f | %.2fx | %.3f | %.3f | %.2fx |\n", p, procs, lr, rr, lr / rr, l99, r99, (r99 > 0 ? l99 / r99 : 0)
+		}'
+	done
+done
+echo
+for s in "${servers[@]}"; do
+	[ "$s" = redis ] && continue
+	w=$(redis-cli -h 127.0.0.1 -p "${port[$s]}" INFO leaf | tr -d '\r' | sed -n 's/^waits://p')
+	echo "$s: requests that waited on the store, warm-up included: ${w:-?}"
+done
