@@ -10,12 +10,18 @@ import (
 // sum stays at or below last. Adds past the end are harmless; the caller then
 // takes the slow path.
 type segment struct {
-	value    atomic.Int64 // last ID issued; start-1 when fresh
-	last     int64        // last valid ID (the range's end - 1)
-	trigger  int64        // the ID whose issue starts the prefetch
-	start    int64        // first ID
-	size     int64        // IDs in the range
-	loadedAt int64        // unix nanos of the load
+	value atomic.Int64 // last ID issued; start-1 when fresh
+	// value is written by every request; the fields below are read by
+	// every request. On a cache line of their own they stay shared in every
+	// core's cache instead of bouncing with each add (and segments of other
+	// tags cannot share value's line either).
+	_        [56]byte
+	last     int64 // last valid ID (the range's end - 1)
+	trigger  int64 // the ID whose issue starts the prefetch
+	start    int64 // first ID
+	size     int64 // IDs in the range
+	loadedAt int64 // unix nanos of the load
+	_        [24]byte
 }
 
 // newSegment returns a fresh segment over [start, end) whose prefetch fires
