@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -15,10 +14,8 @@ import (
 	"github.com/leaf-id/leaf/segment"
 )
 
-// maxFloor is the highest floor the allocator accepts: segment's range ends
-// stay 2^40 below math.MaxInt64 (Allocator.Floor refuses the rest); keep
-// the two in step.
-const maxFloor = math.MaxInt64 - 1<<40 - 1
+// maxFloor is the highest floor the allocator accepts.
+const maxFloor = segment.MaxFloor
 
 // runTags: leaf tags list|create|floor|step.
 func runTags(ctx context.Context, e *env, args []string) error {

@@ -92,7 +92,7 @@ func (a *Allocator) Floor(ctx context.Context, name string, n int64) (int64, err
 	if err := validTag(name); err != nil {
 		return 0, err
 	}
-	if n < 0 || n >= maxEnd {
+	if n < 0 || n > MaxFloor {
 		return 0, fmt.Errorf("%w: floor %d out of range", ErrOverflow, n)
 	}
 	ad, err := a.admin()

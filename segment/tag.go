@@ -16,6 +16,11 @@ import (
 // of failing callers on an exhausted segment can never wrap around.
 const maxEnd = math.MaxInt64 - 1<<40
 
+// MaxFloor is the highest floor Floor accepts: every ID leaf hands out is
+// at most MaxFloor, so that the adds of callers on an exhausted segment can
+// never wrap around.
+const MaxFloor = maxEnd - 1
+
 // errDiscarded marks a load whose range ended up below a dedicated range
 // taken meanwhile: not an error for waiters, who simply load again.
 var errDiscarded = errors.New("segment: loaded range is below a newer one")
