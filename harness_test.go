@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,6 +63,12 @@ var servingRe = regexp.MustCompile(`msg=serving addr=(\S+)`)
 // The process is killed at cleanup if still running.
 func startLeaf(t testing.TB, dir string, env ...string) *proc {
 	t.Helper()
+	return startCmd(t, leafCmd(dir, env...))
+}
+
+// leafCmd is the command startLeaf runs: the binary in dir, with env added
+// to a minimal environment (later entries win).
+func leafCmd(dir string, env ...string) *exec.Cmd {
 	cmd := exec.Command(leafBin)
 	cmd.Dir = dir
 	cmd.Env = append([]string{
@@ -71,6 +78,41 @@ func startLeaf(t testing.TB, dir string, env ...string) *proc {
 		"LEAF_LOG_FORMAT=text",
 		"LEAF_LOG_LEVEL=debug",
 	}, env...)
+	return cmd
+}
+
+// runLeafToExit runs the binary as startLeaf does and expects it to stop
+// by itself (start-up refused), within a generous safety net; it returns
+// the exit code and what it wrote to stderr.
+func runLeafToExit(t testing.TB, dir string, env ...string) (code int, stderr string) {
+	t.Helper()
+	cmd := leafCmd(dir, env...)
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), out.String()
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("leaf did not exit within 60s\n%s", out.String())
+	}
+	return 0, ""
+}
+
+// startCmd starts cmd (leaf, possibly behind a shell) and waits until it
+// serves, as startLeaf.
+func startCmd(t testing.TB, cmd *exec.Cmd) *proc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	log := newLogger(cfg.Log, stderr)
 	log.Info("starting leaf", "version", version, "config", cfg)
+	var tlsConf *tls.Config // server.tls_cert and server.tls_key: TLS instead of plain TCP
+	if cfg.Server.TLSCert != "" {
+		if tlsConf, err = server.LoadTLS(cfg.Server.TLSCert, cfg.Server.TLSKey); err != nil {
+			return fmt.Errorf("server.tls_cert, server.tls_key: %w", err)
+		}
+	}
 
 	store, err := openStore(ctx, cfg.Store, cfg.Segment, log)
 	if err != nil {
@@ -85,6 +92,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		MaxBatch:      cfg.Segment.MaxBatch,
 		Version:       version,
 		Logger:        log,
+		// A descriptor per client, and some for the listeners, the
+		// database, the event loops and files.
+		MaxClients:      server.FitFileLimit(cfg.Server.MaxClients, 32+cfg.Store.MaxOpenConns, log),
+		MaxRequestBytes: cfg.Server.MaxRequestBytes,
+		IdleTimeout:     cfg.Server.IdleTimeout,
+		MaxPipeline:     cfg.Server.MaxPipeline,
+		TLS:             tlsConf,
 	})
 	ln, err := net.Listen("tcp", cfg.Server.Addr)
 	if err != nil {
@@ -104,7 +118,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		_ = alloc.Close(context.Background())
 		return err
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "store", cfg.Store.Driver)
+	log.Info("serving", "addr", ln.Addr().String(), "store", cfg.Store.Driver, "tls", tlsConf != nil)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

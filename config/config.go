@@ -47,7 +47,7 @@ type ServerConfig struct {
 	MaxClients      int           // server.max_clients: open connections at most
 	MaxRequestBytes int           // server.max_request_bytes: largest request accepted
 	IdleTimeout     time.Duration // server.idle_timeout: close idle connections, 0 = never
-	MaxPipeline     int           // server.max_pipeline: commands read ahead per connection
+	MaxPipeline     int           // server.max_pipeline: commands a connection runs per turn before its replies are written
 	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
 	TLSKey          string        // server.tls_key: PEM key file for TLSCert
 	ProtectedMode   bool          // server.protected_mode: refuse a non-loopback addr without a password
@@ -155,7 +155,7 @@ func keys() []key {
 		{"server.max_clients", "open client connections at most", func(c *Config) any { return &c.Server.MaxClients }},
 		{"server.max_request_bytes", "largest request a client may send, in bytes", func(c *Config) any { return &c.Server.MaxRequestBytes }},
 		{"server.idle_timeout", "close connections idle this long; 0: never", func(c *Config) any { return &c.Server.IdleTimeout }},
-		{"server.max_pipeline", "pipelined commands read ahead per connection at most", func(c *Config) any { return &c.Server.MaxPipeline }},
+		{"server.max_pipeline", "commands a connection runs per turn before its replies are written", func(c *Config) any { return &c.Server.MaxPipeline }},
 		{"server.tls_cert", "PEM certificate file; set with server.tls_key to serve TLS", func(c *Config) any { return &c.Server.TLSCert }},
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},

@@ -51,7 +51,9 @@ func (c Config) Validate() error {
 	s := c.Server
 	address("server.addr", s.Addr)
 	atLeast("server.max_clients", int64(s.MaxClients), 1)
-	atLeast("server.max_request_bytes", int64(s.MaxRequestBytes), 1)
+	// Below 1 KiB, leaf's own commands (a 128-byte tag, LEAF.CREATE with a
+	// 256-character description) would not fit.
+	atLeast("server.max_request_bytes", int64(s.MaxRequestBytes), 1024)
 	notNegative("server.idle_timeout", s.IdleTimeout)
 	atLeast("server.max_pipeline", int64(s.MaxPipeline), 1)
 	if s.ProtectedMode && s.Password == "" && checkAddr(s.Addr) == nil && !loopback(s.Addr) {

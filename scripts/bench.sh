@@ -3,8 +3,9 @@
 #
 #  1. The Go benchmarks: the allocator's hot path next to a bare atomic add
 #     and the start-up with 100,000 tags (segment/), the server path of INCR
-#     alone, through the connection loop, and through go-redis pipelines
-#     (server/), all with allocations.
+#     alone, through the connection loop, and through go-redis pipelines,
+#     and one client's INCR latency (p50, p99) beside 1,500 idle
+#     connections (server/), all with allocations.
 #  2. redis-benchmark INCR on one key against leaf (built with
 #     CGO_ENABLED=0, on a fresh SQLite file) and against a redis-server 7
 #     (--save '' --appendonly no), both on free loopback ports of this
@@ -62,7 +63,7 @@ if [ "$GO_BENCH" != 0 ]; then
 	echo
 	echo "== Go benchmarks"
 	go test -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" ./segment/ | tee "$work/gobench"
-	go test -run '^$' -bench 'BenchmarkDispatchIncr|BenchmarkConnIncr|BenchmarkServerIncr' -benchmem \
+	go test -run '^$' -bench 'BenchmarkDispatchIncr|BenchmarkConnIncr|BenchmarkServerIncr|BenchmarkIncrWith1500IdleConns' -benchmem \
 		-benchtime "$BENCHTIME" ./server/ | tee -a "$work/gobench"
 	awk '/^BenchmarkNext\/atomic.Int64.Add/ { a = $3 } /^BenchmarkNext\/Tag.Next-/ { t = $3 }
 		END { if (a > 0 && t > 0) printf "Tag.Next: %.2fx the cost of a bare atomic add\n", t / a }' "$work/gobench"

@@ -159,6 +159,7 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 	case "clients":
 		b.WriteString("# Clients\r\n")
 		line("connected_clients", s.connectedClients())
+		line("maxclients", s.maxClients)
 	case "persistence":
 		b.WriteString("# Persistence\r\n")
 		line("loading", 0)
@@ -167,6 +168,7 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		b.WriteString("# Stats\r\n")
 		line("total_connections_received", s.connsTotal.Load())
 		line("total_commands_processed", commands)
+		line("rejected_connections", s.rejected.Load())
 		line("total_error_replies", errs)
 		line("acl_access_denied_auth", s.authFailures.Load())
 	case "replication":
@@ -412,9 +414,10 @@ func (s *Server) configParams() [][2]string {
 		{"appendonly", "no"},
 		{"bind", host},
 		{"databases", "1"},
+		{"maxclients", strconv.Itoa(s.maxClients)},
 		{"port", port},
 		{"save", ""},
-		{"timeout", "0"},
+		{"timeout", strconv.FormatInt(int64((s.opts.IdleTimeout+time.Second-1)/time.Second), 10)}, // seconds, rounded up
 	}
 }
 

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,7 +14,8 @@ import (
 )
 
 // Replies are written when every command read so far has run, or earlier
-// once this many bytes are waiting, which bounds a connection's buffer.
+// once this many bytes are waiting or server.max_pipeline commands have
+// run: a connection's reply buffer holds at most this much plus one reply.
 const flushAt = 64 << 10
 
 // maxKeptOut is the largest reply buffer kept between writes; a larger one
@@ -22,6 +25,10 @@ const maxKeptOut = 256 << 10
 // shutdownFlush bounds how long Shutdown lets a connection write the
 // replies of the commands that ran before the fence.
 const shutdownFlush = time.Second
+
+// tlsHandshakeTimeout bounds a TLS handshake, so a client that connects
+// and says nothing (or not TLS) holds its goroutine no longer.
+const tlsHandshakeTimeout = 10 * time.Second
 
 // conn is one client connection: whatever the client sent is read, every
 // complete command in it runs, and all their replies are written with one
@@ -52,6 +59,12 @@ type conn struct {
 	hangup bool
 	// stopping is set by wake (Shutdown), before its deadlines.
 	stopping atomic.Bool
+	// Loop mode (the loop's fields): queued, the connection stopped at
+	// max_pipeline with commands left in its buffer and runs them on the
+	// loop's next round; seen, the loop's tick when the connection last
+	// read a request or took a reply (the idle timeout).
+	queued bool
+	seen   int64
 }
 
 var _ redcon.Conn = (*conn)(nil)
@@ -60,25 +73,35 @@ var _ redcon.Conn = (*conn)(nil)
 func newConn(nc net.Conn) *conn {
 	cn := &conn{nc: nc, fd: -1, addr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String()}
 	cn.rd.rd = nc
+	cn.rd.setLimits(0, false) // accept sets the server's
 	return cn
 }
 
 // serveConn runs a connection until the client leaves, a protocol error,
-// QUIT, or Shutdown.
+// QUIT, the idle timeout, or Shutdown.
 func (s *Server) serveConn(cn *conn, c *client) {
 	var err error
 	defer func() { s.closeConn(cn, c, err) }()
+	if tc, ok := cn.nc.(*tls.Conn); ok {
+		if err = handshake(tc); err != nil {
+			return
+		}
+	}
+	idle := s.opts.IdleTimeout
 	for {
 		more, stop, _ := s.runCommands(cn, c, false)
-		if err = cn.flush(); err != nil || stop {
+		if err = cn.flush(idle); err != nil || stop {
 			return
 		}
 		if more {
 			continue
 		}
-		// A read deadline (idle timeout) is set here, before this check:
-		// wake sets stopping before its own deadline, so whichever comes
-		// last, the read ends.
+		// The idle timeout's read deadline is set before this check: wake
+		// sets stopping before its own deadline, so whichever comes last,
+		// the read ends.
+		if idle > 0 {
+			cn.nc.SetReadDeadline(time.Now().Add(idle))
+		}
 		if cn.stopping.Load() {
 			return
 		}
@@ -88,10 +111,21 @@ func (s *Server) serveConn(cn *conn, c *client) {
 	}
 }
 
+// handshake runs a TLS handshake within tlsHandshakeTimeout.
+func handshake(tc *tls.Conn) error {
+	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		return fmt.Errorf("tls handshake: %v", err) // %v: not the idle timeout's deadline
+	}
+	return tc.SetDeadline(time.Time{})
+}
+
 // runCommands runs the complete commands in the read buffer, holding the
 // client's mutex: that is the Shutdown fence (see Shutdown). It stops early,
-// reporting more, when enough replies are waiting to be written (a bound
-// on commands per batch would stop here the same way); stop means the
+// reporting more, after max_pipeline commands or once flushAt bytes of
+// replies wait: the caller writes them before running the rest (an event
+// loop first serves its other connections), so one client's long pipeline
+// neither starves the others nor piles up replies. stop means the
 // connection is done (QUIT, a protocol error, Shutdown). In an event loop
 // (inLoop) it stops at a command that might block, leaving it unread, and
 // reports handoff.
@@ -102,12 +136,14 @@ func (s *Server) runCommands(cn *conn, c *client, inLoop bool) (more, stop, hand
 		return false, true, false
 	}
 	c.inLoop = inLoop
-	for {
+	batch := s.maxPipeline
+	for n := 1; ; n++ {
 		args, err := cn.rd.next()
 		if err != nil {
 			var pe *protoError
 			if errors.As(err, &pe) {
 				cn.WriteError("ERR " + sanitize(pe.Error()))
+				s.log.Debug("protocol error: closing the connection", "id", c.id, "addr", c.addr, "err", pe.Error())
 			}
 			return false, true, false
 		}
@@ -115,6 +151,9 @@ func (s *Server) runCommands(cn *conn, c *client, inLoop bool) (more, stop, hand
 			return false, false, false
 		}
 		s.dispatch(c, cn, args)
+		if cn.rd.unauth && c.authed { // AUTH or HELLO ... AUTH succeeded: Redis's caps end
+			cn.rd.setLimits(s.maxRequest, false)
+		}
 		if c.handoff {
 			c.handoff = false
 			cn.rd.unread()
@@ -123,16 +162,20 @@ func (s *Server) runCommands(cn *conn, c *client, inLoop bool) (more, stop, hand
 		if c.quit || cn.hangup {
 			return false, true, false
 		}
-		if len(cn.out) >= flushAt {
+		if n >= batch || len(cn.out) >= flushAt {
 			return cn.rd.buffered(), false, false
 		}
 	}
 }
 
-// flush writes the pending replies.
-func (cn *conn) flush() error {
+// flush writes the pending replies; with an idle timeout, a client that
+// takes none of them for that long is cut off.
+func (cn *conn) flush(idle time.Duration) error {
 	if len(cn.out) == 0 {
 		return nil
+	}
+	if idle > 0 && !cn.stopping.Load() {
+		cn.nc.SetWriteDeadline(time.Now().Add(idle))
 	}
 	_, err := cn.nc.Write(cn.out)
 	if cap(cn.out) > maxKeptOut {
@@ -156,7 +199,12 @@ func (cn *conn) closeSocket() {
 func (s *Server) closeConn(cn *conn, c *client, err error) {
 	cn.nc.Close()
 	s.unregister(c)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if !cn.stopping.Load() {
+			s.log.Debug("closing idle client", "id", c.id, "addr", c.addr)
+		}
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 		s.log.Debug("client connection ended", "id", c.id, "addr", c.addr, "err", err)
 	}
 }

@@ -46,6 +46,7 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 // returns them and the error that ended the stream (nil at a clean EOF).
 func readAll(data string, chunk int) ([][]string, error) {
 	r := reader{rd: &chunkReader{data: []byte(data), n: chunk}}
+	r.setLimits(0, false)
 	var cmds [][]string
 	for {
 		args, err := r.next()
@@ -294,7 +295,7 @@ func roundTrip(tb testing.TB, s *Server, cn *conn, c *client) {
 		if stop {
 			tb.Fatal("connection stopped")
 		}
-		if err := cn.flush(); err != nil {
+		if err := cn.flush(0); err != nil {
 			tb.Fatal(err)
 		}
 		if !more {

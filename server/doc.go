@@ -25,6 +25,20 @@
 // appending to the connection's reply buffer; redcon's own server loop is
 // not used (README.md, Performance, says why).
 //
+// # Limits
+//
+// Options bound what one client can cost (README.md, Security and
+// limits): MaxClients is checked at accept; MaxRequestBytes in the reader,
+// which refuses a request as soon as a count or a length shows it cannot
+// fit, before reading the rest, so a read buffer never outgrows it;
+// MaxPipeline in runCommands, which stops a batch there (or at 64 KiB of
+// replies) so the replies are written and, on a loop, the other
+// connections served before the rest; IdleTimeout by read deadlines on a
+// goroutine and by a coarse sweep on a loop. Limits are never a wrapper
+// around net.Conn: a wrapped connection could not join an event loop. TLS
+// (Options.TLS) wraps the listener, and its connections take the
+// goroutine path.
+//
 // # Hot path
 //
 // INCR on a known tag allocates nothing on the server side: the request is

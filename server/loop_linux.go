@@ -34,9 +34,16 @@ import (
 // connection reads nothing more until then.
 //
 // Limits on clients, request size and commands per batch live in the code
-// both kinds of connection share (accept, reader, runCommands). An idle
-// timeout, which a goroutine's connection gets from read deadlines, needs
-// here a last-read time per connection, checked when epoll_wait times out.
+// both kinds of connection share (accept, reader, runCommands). A
+// connection that stops at max_pipeline with commands left in its buffer
+// is queued and runs its next batch on the loop's next round, after the
+// other ready connections, so a deep pipeline cannot starve them.
+//
+// The idle timeout, which a goroutine's connection gets from read
+// deadlines, is a coarse sweep here: a ticker wakes the loop every quarter
+// of the timeout, the loop advances its tick and closes the connections
+// whose last read (or reply taken) is older than the timeout in ticks. A
+// read only stores the current tick: no clock, no system call.
 
 // haveLoops reports whether this system has event loops.
 const haveLoops = true
@@ -78,12 +85,30 @@ type loop struct {
 	// this round of events: writing them together, as redis-server does,
 	// lets clients read many replies per wake-up.
 	pending []*conn
+	// backlog are the connections that stopped at max_pipeline with
+	// commands in their buffer (conn.queued): each runs one more batch on
+	// the next round. ready is the previous round's backlog, being run.
+	backlog, ready []*conn
+
+	// The idle timeout (Options.IdleTimeout): tick counts the sweeps,
+	// idleTicks is the age in ticks at which a connection is closed; 0
+	// when there is no timeout.
+	tick, idleTicks int64
 
 	mu      sync.Mutex
 	queue   []*conn // new connections, and connections back from a goroutine
 	closing bool    // Shutdown: close every connection
 	exit    bool    // Shutdown, once no connection is left: end
+	sweep   bool    // the ticker's: time to close idle connections
 	done    chan struct{}
+}
+
+// sweepEvery is the period of the idle sweep for an idle timeout d, and
+// the timeout in sweeps: a connection is closed between d and d plus one
+// period after its last read.
+func sweepEvery(d time.Duration) (period time.Duration, ticks int64) {
+	period = min(max(d/4, time.Millisecond), time.Second)
+	return period, int64((d+period-1)/period) + 1
 }
 
 // newLoop starts an event loop.
@@ -111,7 +136,29 @@ func newLoop(s *Server) (*loop, error) {
 		return nil, err
 	}
 	go l.run()
+	if d := s.opts.IdleTimeout; d > 0 {
+		var period time.Duration
+		period, l.idleTicks = sweepEvery(d)
+		go l.ticker(period)
+	}
 	return l, nil
+}
+
+// ticker asks the loop for an idle sweep every period, until it ends.
+func (l *loop) ticker(period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+			l.mu.Lock()
+			l.sweep = true
+			l.mu.Unlock()
+			l.wake()
+		}
+	}
 }
 
 // release closes the loop's descriptors.
@@ -156,6 +203,7 @@ func (l *loop) adopt(tc *net.TCPConn) (*conn, error) {
 	// too, as Go made it.
 	cn := &conn{lp: l, fd: fd, addr: tc.RemoteAddr().String(), laddr: tc.LocalAddr().String()}
 	cn.rd.rd = &fdReader{fd: fd}
+	cn.rd.setLimits(0, false) // accept sets the server's
 	tc.Close()
 	return cn, nil
 }
@@ -196,8 +244,13 @@ func (l *loop) run() {
 	defer close(l.done)
 	defer l.release()
 	for {
-		n := l.spin()
-		if n == 0 {
+		// The connections queued last round run this round, after the
+		// events: so with a backlog the loop only polls.
+		l.ready, l.backlog = l.backlog, l.ready[:0]
+		var n int
+		if len(l.ready) > 0 {
+			n = l.poll()
+		} else if n = l.spin(); n == 0 {
 			var err error
 			n, err = syscall.EpollWait(l.epfd, l.events, -1)
 			if err == syscall.EINTR {
@@ -224,12 +277,25 @@ func (l *loop) run() {
 				l.resume(cn) // writable (or failed): write the rest
 				continue
 			}
+			if cn.queued {
+				continue // commands wait in its buffer: it runs below
+			}
 			switch err := cn.rd.fill(); {
 			case err == nil:
+				cn.seen = l.tick
 				l.process(cn)
 			case errors.Is(err, errAgain):
 			default:
 				l.close(cn, err)
+			}
+		}
+		for i, cn := range l.ready {
+			l.ready[i] = nil
+			cn.queued = false
+			// Closed, away, or waiting to write: resume or the goroutine
+			// runs the rest.
+			if !cn.gone && !cn.away && cn.woff == len(cn.out) {
+				l.process(cn)
 			}
 		}
 		for i, cn := range l.pending {
@@ -269,8 +335,18 @@ func (l *loop) spin() int {
 	}
 }
 
-// drain handles the loop's queue and Shutdown's requests; it reports
-// whether the loop is to end.
+// poll returns the ready events without waiting (0 when none).
+func (l *loop) poll() int {
+	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd),
+		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+	if e != 0 {
+		return 0
+	}
+	return int(r)
+}
+
+// drain handles the loop's queue, the idle sweep and Shutdown's requests;
+// it reports whether the loop is to end.
 func (l *loop) drain() bool {
 	var b [64]byte
 	for {
@@ -281,13 +357,15 @@ func (l *loop) drain() bool {
 	l.mu.Lock()
 	queue := l.queue
 	l.queue = l.spare[:0]
-	closing, exit := l.closing, l.exit
+	closing, exit, sweep := l.closing, l.exit, l.sweep
+	l.sweep = false
 	l.mu.Unlock()
 	for i, cn := range queue {
 		queue[i] = nil
 		_, back := l.conns[cn.fd] // back from a goroutine, with replies to write
 		l.conns[cn.fd] = cn
 		cn.away = false
+		cn.seen = l.tick
 		if closing {
 			continue // closed below
 		}
@@ -300,6 +378,9 @@ func (l *loop) drain() bool {
 		}
 	}
 	l.spare = queue[:0]
+	if sweep && !closing {
+		l.sweepIdle()
+	}
 	if closing {
 		for _, cn := range l.conns {
 			if !cn.away {
@@ -311,26 +392,36 @@ func (l *loop) drain() bool {
 	return exit && len(l.conns) == 0
 }
 
-// process runs the connection's buffered commands, until none is left or
-// one goes to a goroutine; their replies are written at the end of the
-// round (earlier when they pile up).
+// sweepIdle advances the tick and closes the connections idle for the
+// timeout. A connection away on a goroutine is running a command: not idle.
+func (l *loop) sweepIdle() {
+	l.tick++
+	for _, cn := range l.conns {
+		if !cn.away && l.tick-cn.seen >= l.idleTicks {
+			l.s.log.Debug("closing idle client", "id", cn.ctx.(*client).id, "addr", cn.addr)
+			l.close(cn, nil)
+		}
+	}
+}
+
+// process runs a batch of the connection's buffered commands: until none
+// is left, one goes to a goroutine, or the batch reaches max_pipeline
+// commands (or flushAt bytes of replies), when the connection is queued to
+// run the rest on the next round. The replies are written at the end of
+// the round.
 func (l *loop) process(cn *conn) {
 	c := cn.ctx.(*client)
-	for {
-		more, stop, handoff := l.s.runCommands(cn, c, true)
-		if handoff {
-			l.handoff(cn, c)
-			return
-		}
-		if stop {
-			cn.hangup = true
-		}
-		if !more {
-			break
-		}
-		if !l.flush(cn) {
-			return
-		}
+	more, stop, handoff := l.s.runCommands(cn, c, true)
+	if handoff {
+		l.handoff(cn, c)
+		return
+	}
+	if stop {
+		cn.hangup = true
+	}
+	if more && !cn.queued {
+		cn.queued = true
+		l.backlog = append(l.backlog, cn)
 	}
 	if len(cn.out) > 0 || cn.hangup {
 		l.pending = append(l.pending, cn)
@@ -370,6 +461,7 @@ func (l *loop) flushThen(cn *conn) {
 // reads again.
 func (l *loop) resume(cn *conn) {
 	done, err := cn.writeSome()
+	cn.seen = l.tick // the client takes its replies: not idle
 	switch {
 	case err != nil:
 		l.close(cn, err)

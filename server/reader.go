@@ -1,6 +1,10 @@
 package server
 
-import "io"
+import (
+	"fmt"
+	"io"
+	"math"
+)
 
 // Buffer sizes of a connection's reader. A command never needs more than
 // its own size; a bigger buffer only saves read calls on deep pipelines.
@@ -10,17 +14,34 @@ const (
 )
 
 // protoError is a malformed request. The connection answers
-// "-ERR Protocol error: <msg>" and is closed, as redcon and Redis do.
-type protoError struct{ msg string }
+// "-ERR <text>" and is closed, as redcon and Redis do. The texts are in
+// errors.go.
+type protoError struct{ text string }
 
-func (e *protoError) Error() string { return "Protocol error: " + e.msg }
+func (e *protoError) Error() string { return e.text }
 
-// redcon's texts, so clients see the same replies as before.
 var (
-	errUnbalancedQuotes       = &protoError{"unbalanced quotes in request"}
-	errInvalidBulkLength      = &protoError{"invalid bulk length"}
-	errInvalidMultiBulkLength = &protoError{"invalid multibulk length"}
+	errUnbalancedQuotes       = &protoError{errProtoUnbalancedQuotes}
+	errTooBigInline           = &protoError{errProtoTooBigInline}
+	errTooBigMultiBulk        = &protoError{errProtoTooBigMultiBulk}
+	errInvalidMultiBulkLength = &protoError{errProtoMultiBulkLength}
+	errUnauthMultiBulk        = &protoError{errProtoUnauthMultiBulk}
+	errTooBigBulkCount        = &protoError{errProtoTooBigBulkCount}
+	errInvalidBulkLength      = &protoError{errProtoBulkLength}
+	errUnauthBulkLength       = &protoError{errProtoUnauthBulkLength}
 )
+
+// Redis's caps on a client that has not authenticated while a password is
+// set (networking.c, processMultibulkBuffer): a stranger cannot make the
+// server hold a large request.
+const (
+	unauthMaxArgs = 10
+	unauthMaxBulk = 16384
+)
+
+// minArgBytes is the size of the smallest argument, "$0\r\n\r\n": a count
+// of n arguments announces at least n times this many bytes.
+const minArgBytes = 6
 
 // reader parses commands in place from a connection's read buffer, with
 // redcon's semantics: a request starting with '*' is a RESP multibulk, any
@@ -30,19 +51,39 @@ var (
 // next fill, so a handler that keeps one must copy it. Parsing a RESP
 // command allocates nothing.
 //
-// The buffer grows to fit the largest command. Bounds on a request belong
-// where its size is first known: the count and each bulk length in
-// multibulk (before the body is read), the line in inlineCmd, the growth
-// in fill.
+// The buffer grows to fit the largest command, and maxLen bounds a
+// command: a request is refused as soon as what has been read (a count, a
+// length, a line without its end) shows it cannot fit in maxLen bytes,
+// before its body is read. An incomplete command therefore always holds
+// fewer than maxLen bytes, so the buffer never grows beyond maxLen (or
+// readBufMax, which deep pipelines grow it to).
 type reader struct {
 	rd         io.Reader
 	buf        []byte
 	start, end int // buf[start:end] is read and not yet parsed
 	prev       int // start of the command next returned last (unread)
 
+	// Limits, set by setLimits (a zero reader refuses everything): the
+	// largest request in bytes, argument count and argument length, and
+	// whether Redis's caps before AUTH apply.
+	maxLen, maxCount, maxBulk int
+	unauth                    bool
+
 	args   [][]byte // the last command's arguments, reused
 	marks  []int    // argument bounds within buf, reused
 	inline []byte   // unquoted inline arguments, reused
+}
+
+// setLimits bounds a request to max bytes (0: no bound) and, when unauth,
+// to Redis's caps for a client not yet authenticated.
+func (r *reader) setLimits(max int, unauth bool) {
+	if max <= 0 {
+		max = math.MaxInt
+	}
+	r.maxLen, r.maxCount, r.maxBulk, r.unauth = max, max/minArgBytes, max, unauth
+	if unauth {
+		r.maxCount, r.maxBulk = min(r.maxCount, unauthMaxArgs), min(max, unauthMaxBulk)
+	}
 }
 
 // next parses the next command from the buffer. It returns nil args and a
@@ -99,9 +140,11 @@ func (r *reader) fill() error {
 		r.start = 0
 	}
 	if r.end == len(r.buf) {
-		// One command larger than the buffer. (A bound on the size of a
-		// request belongs here, before the buffer grows.)
-		r.grow(2 * len(r.buf))
+		// One command larger than the buffer. It holds fewer than
+		// maxLen bytes (see reader), so maxLen bytes are enough room.
+		n := 2 * len(r.buf)
+		n = min(n, max(r.maxLen, readBufMin))
+		r.grow(n)
 	}
 	n, err := r.rd.Read(r.buf[r.end:])
 	r.end += n
@@ -129,9 +172,21 @@ func (r *reader) grow(n int) {
 
 // multibulk parses "*<count>\r\n" then count "$<len>\r\n<bytes>\r\n" at the
 // start of b. It returns the bytes used, 0 when b is incomplete.
+//
+// A request is refused once it is known to exceed the limits: a count or
+// a length over them; a count or length line still without its end at
+// maxLen bytes; an argument not all read yet whose length, with the
+// smallest arguments still to come, takes the request beyond maxLen, or
+// arguments to come that cannot fit. So an incomplete command is always
+// shorter than maxLen, and a body beyond it is never read. A complete
+// command (read at once) is checked as a whole, which keeps the common
+// path to three comparisons.
 func (r *reader) multibulk(b []byte) (int, error) {
 	i := indexLF(b, 1)
 	if i < 0 {
+		if len(b) >= r.maxLen {
+			return 0, errTooBigMultiBulk
+		}
 		return 0, nil
 	}
 	if b[i-1] != '\r' {
@@ -141,17 +196,32 @@ func (r *reader) multibulk(b []byte) (int, error) {
 	if !ok || count <= 0 {
 		return 0, errInvalidMultiBulkLength
 	}
+	if count > r.maxCount {
+		if r.unauth && count > unauthMaxArgs {
+			return 0, errUnauthMultiBulk
+		}
+		return 0, errInvalidMultiBulkLength
+	}
 	r.marks = r.marks[:0]
-	for range count {
+	for k := range count {
 		i++
 		if i >= len(b) {
+			if i > r.maxLen-(count-k)*minArgBytes { // count-k arguments to come
+				if k == 0 {
+					return 0, errInvalidMultiBulkLength // the count is too big
+				}
+				return 0, errInvalidBulkLength
+			}
 			return 0, nil
 		}
 		if b[i] != '$' {
-			return 0, &protoError{"expected '$', got '" + string(rune(b[i])) + "'"}
+			return 0, &protoError{fmt.Sprintf(errProtoExpectedDollar, rune(b[i]))}
 		}
 		si := i
 		if i = indexLF(b, si+1); i < 0 {
+			if len(b) >= r.maxLen {
+				return 0, errTooBigBulkCount
+			}
 			return 0, nil
 		}
 		if b[i-1] != '\r' {
@@ -161,7 +231,18 @@ func (r *reader) multibulk(b []byte) (int, error) {
 		if !ok || size < 0 {
 			return 0, errInvalidBulkLength
 		}
+		if size > r.maxBulk {
+			if r.unauth && size > unauthMaxBulk {
+				return 0, errUnauthBulkLength
+			}
+			return 0, errInvalidBulkLength
+		}
 		if size >= len(b)-i-2 { // i+size+2 >= len(b), without overflow
+			// Not all read: this argument ends at i+size+3, and
+			// count-k-1 more follow.
+			if size > r.maxLen-i-3-(count-k-1)*minArgBytes {
+				return 0, errInvalidBulkLength
+			}
 			return 0, nil
 		}
 		if b[i+size+1] != '\r' || b[i+size+2] != '\n' {
@@ -169,6 +250,9 @@ func (r *reader) multibulk(b []byte) (int, error) {
 		}
 		r.marks = append(r.marks, i+1, i+1+size)
 		i += size + 2
+	}
+	if i >= r.maxLen { // the command is i+1 bytes
+		return 0, errInvalidBulkLength
 	}
 	r.args = r.args[:0]
 	for h := 0; h < len(r.marks); h += 2 {
@@ -186,7 +270,13 @@ func (r *reader) multibulk(b []byte) (int, error) {
 func (r *reader) inlineCmd(b []byte) (int, error) {
 	i := indexLF(b, 0)
 	if i < 0 {
+		if len(b) >= r.maxLen {
+			return 0, errTooBigInline
+		}
 		return 0, nil
+	}
+	if i >= r.maxLen { // the line and its '\n' exceed maxLen
+		return 0, errTooBigInline
 	}
 	line := b[:i]
 	if i > 0 && b[i-1] == '\r' {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -41,7 +42,40 @@ type Options struct {
 	// turns them off: every connection then has a goroutine of its own,
 	// as TLS connections and any other system always do.
 	EventLoops int
+
+	// MaxClients is the most connections open at once; a new connection
+	// beyond it is answered Redis's "-ERR max number of clients reached"
+	// and closed. 0 is DefaultMaxClients. (FitFileLimit lowers it to what
+	// the process's open-file limit allows.)
+	MaxClients int
+	// MaxRequestBytes is the largest request, one command with its
+	// arguments, a client may send. A larger one is answered with a
+	// protocol error ("-ERR Protocol error: invalid bulk length", ...) as
+	// soon as a count or a length shows it, before the rest is read, and
+	// the connection is closed: a connection's read buffer never grows
+	// beyond it (or 64 KiB). 0 is DefaultMaxRequestBytes.
+	MaxRequestBytes int
+	// IdleTimeout, when positive, closes a connection that sent no
+	// request and took no reply for this long, as Redis's timeout. An
+	// event loop checks every quarter of it (at most every second), so a
+	// connection may stay that much longer.
+	IdleTimeout time.Duration
+	// MaxPipeline is the most commands a connection runs in one turn:
+	// then its replies are written and, on an event loop, the other
+	// connections are served before it runs the rest. 0 is
+	// DefaultMaxPipeline.
+	MaxPipeline int
+	// TLS, when not nil, makes Serve speak TLS (see LoadTLS); each TLS
+	// connection has a goroutine of its own.
+	TLS *tls.Config
 }
+
+// The defaults of Options' limits, as leaf.yaml's.
+const (
+	DefaultMaxClients      = 10000
+	DefaultMaxRequestBytes = 64 << 10
+	DefaultMaxPipeline     = 1024
+)
 
 // Server answers the Redis protocol in front of an allocator. Create it
 // with New, run it with Serve, stop it with Shutdown.
@@ -57,6 +91,9 @@ type Server struct {
 	// the password's length too. Zero when no password is set.
 	passSum [sha256.Size]byte
 	hasPass bool
+
+	// Options' limits with their defaults applied.
+	maxClients, maxRequest, maxPipeline int
 
 	cmds   map[string]*command // immutable after New
 	sorted []*command          // the same, by name, for COMMAND
@@ -81,6 +118,8 @@ type Server struct {
 	nextID       atomic.Int64
 	connsTotal   atomic.Int64
 	authFailures atomic.Int64
+	rejected     atomic.Int64 // connections refused at max_clients
+	refusing     atomic.Int64 // goroutines telling a TLS client so
 	// Commands and errors of connections already closed; live ones count
 	// their own (client.commands), so the hot path touches no shared line.
 	doneCommands atomic.Int64
@@ -115,16 +154,31 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 		s.passSum = sha256.Sum256([]byte(opts.Password))
 		s.hasPass = true
 	}
+	s.maxClients = orDefault(opts.MaxClients, DefaultMaxClients)
+	s.maxRequest = orDefault(opts.MaxRequestBytes, DefaultMaxRequestBytes)
+	s.maxPipeline = orDefault(opts.MaxPipeline, DefaultMaxPipeline)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds, s.sorted = buildCommands()
 	s.stats.init(s.sorted)
 	return s
 }
 
+// orDefault is v, or def when v is not positive.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // Serve accepts connections on ln until Shutdown, then returns
-// ErrServerClosed. ln may be any listener (TLS, limits): when closed, its
-// Accept must fail. Each connection is served by its own goroutine.
+// ErrServerClosed. With Options.TLS it speaks TLS on ln. ln may be any
+// listener: when closed, its Accept must fail. Plain TCP connections go
+// to an event loop (Linux), any other to a goroutine of its own.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -280,8 +334,17 @@ func (s *Server) pickLoop() *loop {
 }
 
 // accept registers a new connection and gives it to a loop or a goroutine
-// of its own, or refuses it during shutdown.
+// of its own, or refuses it during shutdown or beyond max_clients.
 func (s *Server) accept(nc net.Conn) {
+	// Only this goroutine adds clients, so the count cannot grow between
+	// this check and the registration below.
+	s.mu.Lock()
+	full := len(s.clients) >= s.maxClients
+	s.mu.Unlock()
+	if full {
+		s.refuse(nc)
+		return
+	}
 	var cn *conn
 	if tc, ok := nc.(*net.TCPConn); ok {
 		if l := s.pickLoop(); l != nil {
@@ -295,6 +358,7 @@ func (s *Server) accept(nc net.Conn) {
 		cn = newConn(nc)
 	}
 	c := newClient(s, cn)
+	cn.rd.setLimits(s.maxRequest, !c.authed)
 	c.cn = cn
 	cn.ctx = c
 	s.mu.Lock()
@@ -303,7 +367,6 @@ func (s *Server) accept(nc net.Conn) {
 		cn.closeSocket()
 		return
 	}
-	// (A limit on clients is checked here, under mu, with len(s.clients).)
 	s.clients[c] = struct{}{}
 	s.conns.Add(1)
 	s.mu.Unlock()
@@ -315,6 +378,37 @@ func (s *Server) accept(nc net.Conn) {
 		return
 	}
 	go s.serveConn(cn, c)
+}
+
+// maxRefusing bounds the goroutines refusing TLS connections at
+// max_clients; beyond it a refused connection is closed without a word.
+const maxRefusing = 64
+
+// refuse answers a connection beyond max_clients with Redis's error and
+// closes it, as Redis's acceptCommonHandler does. A plain socket takes the
+// few bytes at once; a TLS connection needs a handshake first, so a
+// goroutine (a bounded number of them) does it.
+func (s *Server) refuse(nc net.Conn) {
+	s.rejected.Add(1)
+	s.log.Debug("connection refused: max number of clients reached", "addr", nc.RemoteAddr().String(), "max_clients", s.maxClients)
+	msg := []byte("-" + errMaxClients + "\r\n")
+	if _, ok := nc.(*net.TCPConn); ok {
+		nc.SetWriteDeadline(time.Now().Add(time.Second)) // a safety net: a new socket's buffer is empty
+		nc.Write(msg)
+		nc.Close()
+		return
+	}
+	if s.refusing.Add(1) > maxRefusing {
+		s.refusing.Add(-1)
+		nc.Close()
+		return
+	}
+	go func() {
+		defer s.refusing.Add(-1)
+		nc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+		nc.Write(msg)
+		nc.Close()
+	}()
 }
 
 // unregister removes a closed connection's client.
