@@ -58,7 +58,7 @@ type ServerConfig struct {
 type StoreConfig struct {
 	Driver          string        // store.driver: "sqlite" or "mysql"
 	DSN             string        // store.dsn: file path (sqlite) or go-sql-driver DSN (mysql)
-	CreateSchema    bool          // store.create_schema: create leaf_alloc when missing
+	CreateSchema    bool          // store.create_schema: create leaf_alloc and leaf_guard when missing
 	MaxOpenConns    int           // store.max_open_conns: database connections at most
 	ConnMaxLifetime time.Duration // store.conn_max_lifetime: recycle connections after this, 0 = never
 }
@@ -162,7 +162,7 @@ func keys() []key {
 
 		{"store.driver", "database: sqlite or mysql", func(c *Config) any { return &c.Store.Driver }},
 		{"store.dsn", "sqlite file, or mysql DSN user:pass@tcp(host:3306)/db", func(c *Config) any { return &c.Store.DSN }},
-		{"store.create_schema", "create the leaf_alloc table when it is missing", func(c *Config) any { return &c.Store.CreateSchema }},
+		{"store.create_schema", "create the leaf_alloc and leaf_guard tables when they are missing", func(c *Config) any { return &c.Store.CreateSchema }},
 		{"store.max_open_conns", "open database connections at most", func(c *Config) any { return &c.Store.MaxOpenConns }},
 		{"store.conn_max_lifetime", "recycle database connections after this; 0: never", func(c *Config) any { return &c.Store.ConnMaxLifetime }},
 

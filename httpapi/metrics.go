@@ -84,8 +84,8 @@ type collector struct {
 	maxTags int
 	version string
 
-	issued, loads, step, runwayIDs, runwaySecs, guardTrips *prometheus.Desc
-	waits, storeUp, tags, queued, clients, commands, build *prometheus.Desc
+	issued, loads, step, runwayIDs, runwaySecs, guardTrips, guardRepairs *prometheus.Desc
+	waits, storeUp, tags, queued, clients, commands, build               *prometheus.Desc
 
 	// own are the tags with series of their own. A tag keeps its place
 	// once it has one and the others stay in _other, so no series, not
@@ -115,6 +115,8 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 			"How long the cached IDs last at the tag's recent rate; +Inf when idle (the shortest one for _other).", tag, nil),
 		guardTrips: prometheus.NewDesc("leaf_guard_trips_total",
 			"Ranges refused because the database answered below IDs already reserved, per tag.", tag, nil),
+		guardRepairs: prometheus.NewDesc("leaf_guard_repairs_total",
+			"Ranges the persistent guard (leaf_guard) moved above IDs handed out before, because the row had gone below them, per tag.", tag, nil),
 		waits: prometheus.NewDesc("leaf_store_waits_total",
 			"Requests that found both segments empty and waited on the database.", nil, nil),
 		storeUp: prometheus.NewDesc("leaf_store_up",
@@ -136,7 +138,7 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.issued, c.loads, c.step, c.runwayIDs, c.runwaySecs, c.guardTrips,
+		c.issued, c.loads, c.step, c.runwayIDs, c.runwaySecs, c.guardTrips, c.guardRepairs,
 		c.waits, c.storeUp, c.tags, c.queued, c.build,
 	} {
 		ch <- d
@@ -149,9 +151,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // tagSeries are the values of one tag's series, or the sums of _other.
 type tagSeries struct {
-	issued, loads, failures, guardTrips int64
-	step, runwayIDs                     int64
-	runwaySecs                          float64
+	issued, loads, failures, guardTrips, guardRepairs int64
+	step, runwayIDs                                   int64
+	runwaySecs                                        float64
 }
 
 // Collect implements prometheus.Collector.
@@ -165,7 +167,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	for _, in := range tags {
 		s := tagSeries{
-			issued: in.Issued, loads: in.Loads, failures: in.Failures, guardTrips: in.GuardTrips,
+			issued: in.Issued, loads: in.Loads, failures: in.Failures, guardTrips: in.GuardTrips, guardRepairs: in.GuardRepairs,
 			step: in.Step, runwayIDs: in.RunwayIDs, runwaySecs: in.RunwaySeconds,
 		}
 		if c.ownSeries(in.Name) {
@@ -177,6 +179,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		other.loads += s.loads
 		other.failures += s.failures
 		other.guardTrips += s.guardTrips
+		other.guardRepairs += s.guardRepairs
 		other.runwayIDs += s.runwayIDs
 		other.step = max(other.step, s.step)
 		if in.Init {
@@ -235,4 +238,5 @@ func (c *collector) emitTag(ch chan<- prometheus.Metric, tag string, s tagSeries
 	ch <- prometheus.MustNewConstMetric(c.runwayIDs, prometheus.GaugeValue, float64(s.runwayIDs), tag)
 	ch <- prometheus.MustNewConstMetric(c.runwaySecs, prometheus.GaugeValue, s.runwaySecs, tag)
 	ch <- prometheus.MustNewConstMetric(c.guardTrips, prometheus.CounterValue, float64(s.guardTrips), tag)
+	ch <- prometheus.MustNewConstMetric(c.guardRepairs, prometheus.CounterValue, float64(s.guardRepairs), tag)
 }

@@ -75,6 +75,7 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 			{`leaf_runway_ids{tag="order"}`, func(v float64) bool { return v > 0 }, "> 0"},
 			{`leaf_runway_seconds{tag="order"}`, func(v float64) bool { return v > 0 || math.IsInf(v, 1) }, "> 0"},
 			{`leaf_guard_trips_total{tag="order"}`, func(v float64) bool { return v == 0 }, "0"},
+			{`leaf_guard_repairs_total{tag="order"}`, func(v float64) bool { return v == 0 }, "0"},
 			{`leaf_store_waits_total`, func(v float64) bool { return v >= 1 }, ">= 1 (the first INCR waited for the first load)"},
 			{`leaf_store_up`, func(v float64) bool { return v == 1 }, "1"},
 			{`leaf_tags`, func(v float64) bool { return v == 1 }, "1"},

@@ -17,8 +17,9 @@ import (
 )
 
 // ErrSchema means the leaf_alloc table is missing (and Options.CreateSchema
-// is off) or lacks Leaf's columns.
-var ErrSchema = errors.New("persist: leaf_alloc table missing or not Leaf's")
+// is off) or lacks Leaf's columns, or that a leaf_guard table exists
+// without leaf's columns.
+var ErrSchema = errors.New("persist: table missing or without the columns leaf needs")
 
 // Limits of Leaf's columns. They are checked in Go, identically for every
 // backend, so that a tag accepted by one database is accepted by all and
@@ -42,8 +43,11 @@ const (
 // Options tunes a backend. The zero value is usable: zero fields take the
 // backend's defaults.
 type Options struct {
-	// CreateSchema creates leaf_alloc when it is missing. When false and
-	// the table is missing, Open fails with ErrSchema.
+	// CreateSchema creates leaf_alloc and leaf_guard when they are
+	// missing. When false and leaf_alloc is missing, Open fails with
+	// ErrSchema; when false and only leaf_guard is missing, Open succeeds
+	// with the persistent guard off (GuardEnabled reports false) and logs
+	// a warning with the statement that creates it.
 	CreateSchema bool
 	// MaxOpenConns caps the connection pool (idle connections are kept up
 	// to the same number). 0: 4 for SQLite, 10 for MySQL.
@@ -67,6 +71,19 @@ type dialect struct {
 	name string
 	// createTable is run when Options.CreateSchema is set.
 	createTable string
+	// guardDDL is the CREATE TABLE of leaf_guard, run when
+	// Options.CreateSchema is set and shown in the warning when the table
+	// is missing. q reads the catalogue: MySQL gives leaf_guard.biz_tag the
+	// collation of the existing leaf_alloc.biz_tag, so both tables tell
+	// tags apart alike.
+	guardDDL func(ctx context.Context, q querier) string
+	// ensureGuard inserts (biz_tag, high) when the tag has no guard row
+	// and leaves an existing row unchanged.
+	ensureGuard string
+	// forUpdate ends a SELECT that must lock what it reads and read the
+	// latest committed version ("" for SQLite: BEGIN IMMEDIATE took the
+	// write lock of the whole file).
+	forUpdate string
 	// insertIfAbsent inserts (biz_tag, step, description) with max_id = 1,
 	// affecting 0 rows when the tag exists, without hiding other errors.
 	insertIfAbsent string
@@ -88,6 +105,9 @@ type core struct {
 	d            *dialect
 	queryTimeout time.Duration
 	log          *slog.Logger
+	// guard: the leaf_guard table is there, so Take and GiveBack keep the
+	// persistent high-water mark. Set by initSchema, before any other use.
+	guard bool
 }
 
 func newCore(db *sql.DB, d *dialect, opts Options) *core {
@@ -121,8 +141,10 @@ func pool(db *sql.DB, opts Options, defConns int, defLifetime time.Duration) {
 
 const columns = `biz_tag, max_id, step, description, update_time`
 
-// initSchema creates the table when asked and checks that it is there with
-// Leaf's columns.
+// initSchema creates the tables when asked and checks that leaf_alloc is
+// there with Leaf's columns. leaf_guard is optional: when it is missing
+// (and create is off) the persistent guard is off and a warning says how
+// to create it; when it is there it must have leaf's columns.
 func (c *core) initSchema(ctx context.Context, create bool) error {
 	ctx, cancel := c.deadline(ctx)
 	defer cancel()
@@ -134,18 +156,53 @@ func (c *core) initSchema(ctx context.Context, create bool) error {
 			return fmt.Errorf("create table leaf_alloc: %w", c.wrap(err))
 		}
 	}
-	rows, err := c.db.QueryContext(ctx, `SELECT `+columns+` FROM leaf_alloc WHERE 1 = 0`)
+	if err := c.checkTable(ctx, `SELECT `+columns+` FROM leaf_alloc WHERE 1 = 0`); err != nil {
+		if c.d.noTable(err) {
+			return fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
+		}
+		return err
+	}
+	ddl := c.d.guardDDL(ctx, c.db)
+	if create {
+		if _, err := c.db.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("create table leaf_guard: %w", c.wrap(err))
+		}
+	}
+	if err := c.checkTable(ctx, `SELECT biz_tag, high FROM leaf_guard WHERE 1 = 0`); err != nil {
+		if !c.d.noTable(err) {
+			return fmt.Errorf("table leaf_guard (want biz_tag, high): %w", err)
+		}
+		c.log.Warn("persist: table leaf_guard is missing and schema creation is off, so the persistent guard is off: "+
+			"a server that starts after a row was deleted and re-created, or after max_id was lowered by hand, "+
+			"hands out IDs again that were handed out before; create the table to turn the guard on "+
+			"(store.create_schema: true creates it)", "backend", c.d.name, "sql", ddl)
+		return nil
+	}
+	c.guard = true
+	return nil
+}
+
+// checkTable runs query (a SELECT of the columns leaf needs, matching no
+// row). A missing table comes back as the driver's error (d.noTable tells
+// it); a failure to reach the database wrapped with ErrUnavailable; any
+// other error as ErrSchema.
+func (c *core) checkTable(ctx context.Context, query string) error {
+	rows, err := c.db.QueryContext(ctx, query)
 	if err != nil {
 		switch {
 		case c.d.noTable(err):
-			return fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
+			return err
 		case c.isUnavailable(err):
 			return c.wrap(err)
 		}
 		return fmt.Errorf("%w: %w", ErrSchema, err)
 	}
-	return rows.Close()
+	return c.wrap(rows.Close())
 }
+
+// GuardEnabled reports whether the persistent guard is on: the leaf_guard
+// table was there when the store was opened.
+func (c *core) GuardEnabled() bool { return c.guard }
 
 // deadline puts the query timeout on ctx when it has no deadline.
 func (c *core) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -244,10 +301,12 @@ func (c *core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 // Take reserves the next range of tag: max_id += size (the row's step when
-// size <= 0) and reads max_id back, in one transaction. ErrNotFound when the
-// tag has no row; ErrOverflow, with the row unchanged, when max_id would
-// pass math.MaxInt64; ErrInvalid for a bad tag, or when size <= 0 and the
-// row's step is not positive.
+// size <= 0) and reads max_id back, in one transaction. With the persistent
+// guard on, a range below leaf_guard.high is repaired in the same
+// transaction (see guardTake; Range.Repaired). ErrNotFound when the tag has
+// no row; ErrOverflow, with the row unchanged, when max_id would pass
+// math.MaxInt64; ErrInvalid for a bad tag, or when size <= 0 and the row's
+// step is not positive.
 func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) {
 	if err := checkTag(tag); err != nil {
 		return Range{}, fmt.Errorf("take %q: %w", tag, err)
@@ -274,8 +333,14 @@ func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 			if err != nil {
 				return err
 			}
+			guarded := c.guard && n == 1
 			var maxID, step int64
-			err = tx.QueryRowContext(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&maxID, &step)
+			high := int64(noGuard)
+			if guarded {
+				maxID, step, high, err = c.readGuarded(ctx, tx, tag)
+			} else {
+				err = tx.QueryRowContext(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&maxID, &step)
+			}
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrNotFound
 			}
@@ -293,6 +358,9 @@ func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 				s = step
 			}
 			r = Range{Start: maxID - s, End: maxID, Step: step}
+			if guarded {
+				return c.guardTake(ctx, tx, tag, high, &r)
+			}
 			return nil
 		})
 	})
@@ -300,6 +368,54 @@ func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 		return Range{}, err
 	}
 	return r, nil
+}
+
+// noGuard is the high of a guard row that Take has just inserted: no range
+// was handed out before. Take always raises it before it commits.
+const noGuard = math.MinInt64
+
+// readGuarded reads the tag's max_id and step back after Take's UPDATE,
+// with leaf_guard.high, in tx. It runs after that UPDATE, so the row lock of
+// leaf_alloc (or SQLite's write lock) is always taken first, as in
+// GiveBack: the two never deadlock.
+//
+// The guard row is made to exist first (high = noGuard when it did not)
+// and then read with a locking read (FOR UPDATE, but for SQLite, whose
+// write lock was taken at BEGIN): a locking read sees the latest committed
+// high on every backend, where a plain read may see an older snapshot
+// (TiDB reads at the transaction's start); and as the row exists, InnoDB
+// locks that row only, where a locking read of a missing key takes a gap
+// lock that would make the first Takes of different tags deadlock.
+func (c *core) readGuarded(ctx context.Context, tx *sql.Tx, tag string) (maxID, step, high int64, err error) {
+	if _, err = tx.ExecContext(ctx, c.d.ensureGuard, tag, int64(noGuard)); err != nil {
+		return 0, 0, 0, err
+	}
+	err = tx.QueryRowContext(ctx, `SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
+		WHERE a.biz_tag = ? AND g.biz_tag = ?`+c.d.forUpdate, tag, tag).Scan(&maxID, &step, &high)
+	return maxID, step, high, err
+}
+
+// guardTake applies the persistent guard to r, the range Take has just
+// reserved in tx, given high, the guard it read. When r starts below high,
+// the row went below IDs leaf already handed out (deleted and re-created,
+// restored from a backup, lowered by hand): the range is moved up to
+// [high, high+size) and max_id set to its end, in the same transaction
+// (ErrOverflow, all rolled back, when that passes math.MaxInt64). Then the
+// guard is raised to the range's end, which is above high either way.
+func (c *core) guardTake(ctx context.Context, tx *sql.Tx, tag string, high int64, r *Range) error {
+	if high > r.Start {
+		size := r.Size()
+		if high > math.MaxInt64-size {
+			return fmt.Errorf("%w: the guard is at %d, max_id at %d", ErrOverflow, high, r.End)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ?`, high+size, tag); err != nil {
+			return err
+		}
+		*r = Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE leaf_guard SET high = ? WHERE biz_tag = ?`, r.End, tag)
+	return err
 }
 
 // Tags lists every row, ordered by name.
@@ -368,7 +484,11 @@ func (c *core) Create(ctx context.Context, name string, step int64, description 
 }
 
 // GiveBack sets max_id to `to` only if it is still `from` (compare-and-set)
-// and reports whether it matched. ErrInvalid unless 1 <= to < from;
+// and reports whether it matched. With the persistent guard on, the guard
+// is lowered to `to` in the same transaction, only if it is exactly at
+// `from`: then the next Take continues at `to` instead of being repaired
+// above it. A guard above `from` (max_id was lowered by hand below IDs
+// handed out) stays where it is. ErrInvalid unless 1 <= to < from;
 // ErrNotFound when the row does not exist.
 func (c *core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
 	if err := checkTag(tag); err != nil {
@@ -379,22 +499,27 @@ func (c *core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 	}
 	var matched bool
 	err := c.do(ctx, "give back", tag, func(ctx context.Context) error {
-		// to != from, so "changed" and "matched" are the same count on
-		// MySQL, which reports changed rows.
-		res, err := c.db.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
-			WHERE biz_tag = ? AND max_id = ?`, to, tag, from)
-		if err != nil {
+		return c.inTx(ctx, func(tx *sql.Tx) error {
+			// to != from, so "changed" and "matched" are the same count on
+			// MySQL, which reports changed rows.
+			res, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+				WHERE biz_tag = ? AND max_id = ?`, to, tag, from)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			matched = n == 1
+			if !matched {
+				return exists(ctx, tx, tag)
+			}
+			if c.guard {
+				_, err = tx.ExecContext(ctx, `UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high = ?`, to, tag, from)
+			}
 			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		matched = n == 1
-		if !matched {
-			return exists(ctx, c.db, tag)
-		}
-		return nil
+		})
 	})
 	return matched, err
 }

@@ -18,8 +18,9 @@ type MySQL struct {
 }
 
 var (
-	_ Store = (*MySQL)(nil)
-	_ Admin = (*MySQL)(nil)
+	_ Store   = (*MySQL)(nil)
+	_ Admin   = (*MySQL)(nil)
+	_ Guarded = (*MySQL)(nil)
 )
 
 // The DDL of DESIGN.md §2, columns verbatim. The table options matter when
@@ -34,6 +35,45 @@ const mysqlCreateTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
   PRIMARY KEY (biz_tag)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// The persistent guard: per tag, the end (exclusive) of the highest range
+// leaf handed out, with the table options leaf creates leaf_alloc with.
+// Not Leaf's: Leaf servers ignore it. %s is biz_tag's character set and
+// collation, those of leaf_alloc.biz_tag (mysqlGuardDDL).
+const mysqlCreateGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
+  biz_tag VARCHAR(128)%s NOT NULL,
+  high    BIGINT       NOT NULL,
+  PRIMARY KEY (biz_tag)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// mysqlGuardDDL is the CREATE TABLE of leaf_guard, its biz_tag compared as
+// leaf_alloc's is: a table made with Leaf's DDL in a case-insensitive
+// database shares one row between "Order" and "order", and so must the
+// guard, else the guard of one spelling would miss the ranges taken with
+// the other. Without leaf_alloc (or its catalogue), utf8mb4_bin.
+func mysqlGuardDDL(ctx context.Context, q querier) string {
+	var cs, coll sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'biz_tag'`).Scan(&cs, &coll)
+	if err != nil || !identifier(cs.String) || !identifier(coll.String) {
+		return fmt.Sprintf(mysqlCreateGuard, "")
+	}
+	return fmt.Sprintf(mysqlCreateGuard, " CHARACTER SET "+cs.String+" COLLATE "+coll.String)
+}
+
+// identifier reports whether s is a plain name (letters, digits, '_'),
+// safe to put into a statement as it is.
+func identifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r != '_' && (r < '0' || r > '9') && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
 // Server error numbers.
 const (
@@ -57,6 +97,12 @@ func mysqlDialect() *dialect {
 	return &dialect{
 		name:        "mysql",
 		createTable: mysqlCreateTable,
+		guardDDL:    mysqlGuardDDL,
+		// On a duplicate primary key InnoDB locks the existing row (a
+		// record lock, no gap lock), and the no-op update leaves it as it
+		// is, counting 0 rows.
+		ensureGuard: `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?) ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
+		forUpdate:   ` FOR UPDATE`,
 		// Not INSERT IGNORE: it turns errors such as truncation into
 		// warnings. With ON DUPLICATE KEY UPDATE and CLIENT_FOUND_ROWS
 		// off, an existing, unchanged row counts 0 rows.
@@ -207,18 +253,34 @@ func (m *MySQL) isTiDB(ctx context.Context) (bool, error) {
 // warnCollation logs when biz_tag compares case- or accent-insensitively
 // (a table made by Leaf's DDL in a database with such a default): then
 // tags like "Order" and "order" share one row. IDs stay unique, but the two
-// tags share one sequence.
+// tags share one sequence. It also logs when leaf_guard.biz_tag compares
+// otherwise than leaf_alloc.biz_tag (a table made by hand): then the guard
+// of one spelling may miss ranges taken with another.
 func (m *MySQL) warnCollation(ctx context.Context) {
 	ctx, cancel := m.deadline(ctx)
 	defer cancel()
-	var coll sql.NullString
-	err := m.db.QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'biz_tag'`).Scan(&coll)
-	if err != nil || !coll.Valid || strings.HasSuffix(coll.String, "_bin") {
+	collation := func(table string) string {
+		var coll sql.NullString
+		err := m.db.QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'biz_tag'`, table).Scan(&coll)
+		if err != nil {
+			return ""
+		}
+		return coll.String
+	}
+	alloc := collation("leaf_alloc")
+	if alloc != "" && !strings.HasSuffix(alloc, "_bin") {
+		m.log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row",
+			"collation", alloc)
+	}
+	if !m.guard {
 		return
 	}
-	m.log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row",
-		"collation", coll.String)
+	if guard := collation("leaf_guard"); alloc != "" && guard != "" && guard != alloc {
+		m.log.Warn("persist: leaf_guard.biz_tag is not compared as leaf_alloc.biz_tag is, so the guard of one spelling of a tag may miss ranges taken with another: "+
+			"give leaf_guard.biz_tag leaf_alloc.biz_tag's character set and collation (ALTER TABLE leaf_guard MODIFY biz_tag ...), keeping the highest high of rows that then collide",
+			"leaf_alloc", alloc, "leaf_guard", guard)
+	}
 }
 
 // RedactDSN returns dsn with its password replaced by ***, for logs and

@@ -35,8 +35,9 @@ type DeferredMySQL struct {
 }
 
 var (
-	_ Store = (*DeferredMySQL)(nil)
-	_ Admin = (*DeferredMySQL)(nil)
+	_ Store   = (*DeferredMySQL)(nil)
+	_ Admin   = (*DeferredMySQL)(nil)
+	_ Guarded = (*DeferredMySQL)(nil)
 )
 
 // OpenMySQLDeferred is OpenMySQL for a server that must start while the
@@ -156,6 +157,12 @@ func (d *DeferredMySQL) RaiseFloor(ctx context.Context, tag string, floor int64)
 		return Tag{}, false, err
 	}
 	return m.RaiseFloor(ctx, tag, floor)
+}
+
+// GuardEnabled implements Guarded: false until the database was opened.
+func (d *DeferredMySQL) GuardEnabled() bool {
+	m := d.m.Load()
+	return m != nil && m.GuardEnabled()
 }
 
 // Close closes the database when it was opened; later calls fail with

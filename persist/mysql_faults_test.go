@@ -392,8 +392,8 @@ func TestMySQLDeferred(t *testing.T) {
 		t.Fatalf("OpenMySQLDeferred with the database down: %v", err)
 	}
 	defer d.Close()
-	if d.Opened() {
-		t.Fatal("Opened() with the database down")
+	if d.Opened() || d.GuardEnabled() {
+		t.Fatalf("Opened() %v GuardEnabled() %v with the database down, want false, false", d.Opened(), d.GuardEnabled())
 	}
 	if _, err := d.Tag(t.Context(), "t"); !errors.Is(err, persist.ErrUnavailable) {
 		t.Fatalf("Tag with the database down: err = %v, want ErrUnavailable", err)
@@ -406,8 +406,8 @@ func TestMySQLDeferred(t *testing.T) {
 	if _, err := d.Tag(t.Context(), "t"); !errors.Is(err, persist.ErrNotFound) {
 		t.Fatalf("Tag once the database is up: err = %v, want ErrNotFound", err)
 	}
-	if !d.Opened() {
-		t.Fatal("not Opened() after a call that reached the database")
+	if !d.Opened() || !d.GuardEnabled() {
+		t.Fatalf("Opened() %v GuardEnabled() %v after a call that reached the database, want true, true (leaf_guard created)", d.Opened(), d.GuardEnabled())
 	}
 	if _, err := d.Create(t.Context(), "t", 10, ""); err != nil {
 		t.Fatal(err)

@@ -147,6 +147,83 @@ func TestMySQLExistingLeafTable(t *testing.T) {
 	}
 }
 
+// leaf_guard, created next to a table made with Leaf's DDL in a
+// case-insensitive database, compares tags as leaf_alloc does: "x" and
+// "X" share one row of leaf_alloc, so they must share one guard, else the
+// guard of "x" misses the ranges taken as "X" and a re-created row repeats
+// them. A leaf_guard made by hand with another collation is warned about.
+func TestMySQLGuardFollowsLeafCollation(t *testing.T) {
+	dsn := storetest.MySQLDSN(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exec := func(stmt string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(t.Context(), stmt, args...); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	collation := func(table string) string {
+		t.Helper()
+		var c string
+		if err := db.QueryRowContext(t.Context(), `SELECT COLLATION_NAME FROM information_schema.COLUMNS
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'biz_tag'`, table).Scan(&c); err != nil {
+			t.Fatalf("collation of %s.biz_tag: %v", table, err)
+		}
+		return c
+	}
+	exec(`ALTER DATABASE CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci`)
+	exec(`CREATE TABLE leaf_alloc (
+	  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+	  max_id      BIGINT       NOT NULL DEFAULT 1,
+	  step        INT          NOT NULL,
+	  description VARCHAR(256) DEFAULT NULL,
+	  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+	  PRIMARY KEY (biz_tag))`)
+	exec(`INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('x', 1, 100)`)
+
+	s, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{CreateSchema: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, want := collation("leaf_guard"), collation("leaf_alloc"); got != want {
+		t.Fatalf("leaf_guard.biz_tag collation %s, leaf_alloc.biz_tag %s", got, want)
+	}
+	steps := []struct {
+		tag  string
+		want persist.Range
+	}{
+		{"x", persist.Range{Start: 1, End: 101, Step: 100}},
+		{"X", persist.Range{Start: 101, End: 201, Step: 100}},
+	}
+	for _, st := range steps {
+		if r, err := s.Take(t.Context(), st.tag, 0); err != nil || r != st.want {
+			t.Fatalf("Take(%q) = %+v, %v; want %+v", st.tag, r, err, st.want)
+		}
+	}
+	exec(`DELETE FROM leaf_alloc WHERE biz_tag = 'x'`)
+	exec(`INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('x', 1, 100)`)
+	want := persist.Range{Start: 201, End: 301, Step: 100, Repaired: true, Answered: 1}
+	if r, err := s.Take(t.Context(), "x", 0); err != nil || r != want {
+		t.Fatalf("Take(x) after the row was re-created = %+v, %v; want %+v", r, err, want)
+	}
+
+	exec(`DROP TABLE leaf_guard`)
+	exec(`CREATE TABLE leaf_guard (biz_tag VARCHAR(128) NOT NULL, high BIGINT NOT NULL, PRIMARY KEY (biz_tag)) COLLATE utf8mb4_bin`)
+	var logs syncBuffer
+	s2, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if !s2.GuardEnabled() || !strings.Contains(logs.String(), "leaf_guard.biz_tag is not compared as leaf_alloc.biz_tag") {
+		t.Fatalf("GuardEnabled() = %v; want true and a warning about leaf_guard's collation; logs:\n%s", s2.GuardEnabled(), logs.String())
+	}
+}
+
 // A row lock held by another session makes Take wait; the query timeout
 // bounds the wait and the failure is ErrUnavailable.
 func TestMySQLLockedTimesOut(t *testing.T) {

@@ -25,8 +25,9 @@ type SQLite struct {
 }
 
 var (
-	_ Store = (*SQLite)(nil)
-	_ Admin = (*SQLite)(nil)
+	_ Store   = (*SQLite)(nil)
+	_ Admin   = (*SQLite)(nil)
+	_ Guarded = (*SQLite)(nil)
 )
 
 // The DDL of DESIGN.md §2 in SQLite's dialect: SQLite has no ON UPDATE, so
@@ -40,10 +41,21 @@ const sqliteCreateTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
+// The persistent guard: per tag, the end (exclusive) of the highest range
+// leaf handed out. Not Leaf's: Leaf servers ignore it.
+const sqliteCreateGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
+  biz_tag VARCHAR(128) NOT NULL,
+  high    BIGINT       NOT NULL,
+  PRIMARY KEY (biz_tag)
+)`
+
 func sqliteDialect() *dialect {
 	return &dialect{
 		name:        "sqlite",
 		createTable: sqliteCreateTable,
+		// Both tables compare tags byte for byte (BINARY).
+		guardDDL:    func(context.Context, querier) string { return sqliteCreateGuard },
+		ensureGuard: `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?) ON CONFLICT (biz_tag) DO NOTHING`,
 		insertIfAbsent: `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time)
 		VALUES (?, 1, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (biz_tag) DO NOTHING`,
 		unavailable: sqliteUnavailable,

@@ -84,6 +84,29 @@ func TestOpenSQLiteWithoutSchema(t *testing.T) {
 	}
 }
 
+// A leaf_guard table that is not leaf's (made by another tool) stops Open:
+// leaf would otherwise run without the guard the table promises.
+func TestSQLiteForeignGuardTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	openSQLite(t, path, true).Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{`DROP TABLE leaf_guard`, `CREATE TABLE leaf_guard (name TEXT PRIMARY KEY, hi INTEGER)`} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = db.Close()
+	for _, create := range []bool{false, true} {
+		_, err := persist.OpenSQLite(t.Context(), path, persist.Options{CreateSchema: create})
+		if !errors.Is(err, persist.ErrSchema) || !strings.Contains(err.Error(), "leaf_guard") {
+			t.Errorf("OpenSQLite (CreateSchema %v) with a foreign leaf_guard: err = %v, want ErrSchema naming leaf_guard", create, err)
+		}
+	}
+}
+
 // A file laid out as Leaf's (the table made by hand, a row inserted the way
 // Leaf's docs do) is used as it is.
 func TestSQLiteExistingTable(t *testing.T) {

@@ -5,6 +5,13 @@
 // range by moving max_id up in one transaction, list and read tags, create a
 // tag, and give an unused tail back with a compare-and-set. Every backend
 // (sqlite.go, mysql.go) passes the shared conformance suite in storetest.
+//
+// Next to Leaf's table, a second one of leaf's own, leaf_guard, keeps per tag
+// the end of the highest range handed out (the persistent guard, Guarded):
+// a Take never answers below it, even after the row was deleted and
+// re-created or lowered by hand, and even to a server that never held the
+// tag. Leaf servers ignore it; without it (not created, and no right to
+// create it) the backends work with the guard off.
 package persist
 
 import (
@@ -41,6 +48,13 @@ type Range struct {
 	Start int64 // first ID, inclusive
 	End   int64 // the row's new max_id: last ID + 1
 	Step  int64 // the table's step (the adaptive step's floor)
+	// Repaired: the database answered a range starting at Answered, below
+	// IDs leaf had already handed out (the persistent guard, leaf_guard):
+	// the row was deleted and re-created, restored from a backup, or
+	// max_id lowered by hand. The range was moved up to start at the
+	// guard, and max_id with it, in the same transaction.
+	Repaired bool
+	Answered int64 // the start the database answered; 0 unless Repaired
 }
 
 // Size is the number of IDs in the range.
@@ -51,7 +65,9 @@ func (r Range) Size() int64 { return r.End - r.Start }
 // also by several processes sharing one database.
 type Store interface {
 	// Take reserves the next range of the tag: max_id += size, read back,
-	// in one transaction. size <= 0 means the table's step.
+	// in one transaction. size <= 0 means the table's step. A store with
+	// the persistent guard (Guarded) never answers below the ranges it
+	// handed out before: it repairs max_id instead (Range.Repaired).
 	// ErrNotFound when the tag has no row.
 	Take(ctx context.Context, tag string, size int64) (Range, error)
 	// Tags lists every row.
@@ -63,10 +79,22 @@ type Store interface {
 	Create(ctx context.Context, name string, step int64, description string) (bool, error)
 	// GiveBack lowers max_id from `from` to `to` only if max_id is still
 	// `from` (compare-and-set), so it never lowers a range another server
-	// took. It reports whether the row matched.
+	// took, and the persistent guard with it when that is at `from`. It
+	// reports whether the row matched.
 	GiveBack(ctx context.Context, tag string, from, to int64) (bool, error)
 	// Close releases the database handle.
 	Close() error
+}
+
+// Guarded is implemented by the stores that keep the persistent guard: a
+// second table, leaf_guard, holding per tag the end of the highest range
+// leaf handed out, so that Take never answers below it, even to a server
+// that never held the tag (see Range.Repaired). Leaf's own table stays
+// unchanged; servers that do not know leaf_guard simply ignore it.
+type Guarded interface {
+	// GuardEnabled reports whether the guard is on: leaf_guard existed or
+	// was created when the store was opened.
+	GuardEnabled() bool
 }
 
 // Admin holds the operator's changes to a row. It is kept apart from Store

@@ -127,6 +127,7 @@ type Allocator struct {
 	waits        atomic.Int64
 	loadFailures atomic.Int64
 	guardTrips   atomic.Int64
+	guardRepairs atomic.Int64
 	storeOK      atomic.Bool
 	storeErr     atomic.Pointer[storeError]
 

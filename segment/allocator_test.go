@@ -447,6 +447,65 @@ func TestGuardRefusesLowerMaxID(t *testing.T) {
 	}
 }
 
+// With the store's persistent guard on, a lowered row never reaches the
+// in-memory guard: the store repairs the range, the allocator serves on,
+// strictly increasing, and counts the repair, whether the range was a
+// segment load, a dedicated range, or the first load of a new server.
+func TestPersistentGuardRepairCounted(t *testing.T) {
+	tests := []struct {
+		name string
+		// next hands out IDs after the row was lowered below high, on a or
+		// on a new allocator over the same store, up to the first one from
+		// a range taken after; it returns that ID and the allocator.
+		next func(t *testing.T, a *Allocator, store *fakeStore, high int64) (int64, *Allocator)
+	}{
+		{"Load", func(t *testing.T, a *Allocator, _ *fakeStore, high int64) (int64, *Allocator) {
+			tag := mustLookup(t, a, "a")
+			last := int64(15)
+			for last < high { // the rest of the current segment, then a load
+				id := mustNext(t, tag)
+				if id <= last {
+					t.Fatalf("id %d after %d", id, last)
+				}
+				last = id
+			}
+			return last, a
+		}},
+		{"Dedicated", func(t *testing.T, a *Allocator, _ *fakeStore, _ int64) (int64, *Allocator) {
+			const n = 100 // more than any segment yet
+			return mustNextN(t, mustLookup(t, a, "a"), n) - n + 1, a
+		}},
+		{"NewServer", func(t *testing.T, _ *Allocator, store *fakeStore, _ int64) (int64, *Allocator) {
+			b := newTestAllocator(t, store, testOptions(newClock()))
+			return mustNext(t, mustLookup(t, b, "a")), b
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newFakeStore(map[string]int64{"a": 10}).withGuard()
+			o := testOptions(newClock())
+			o.PrefetchAt = 1 // no prefetch before the segment is spent
+			a := newTestAllocator(t, store, o)
+			tag := mustLookup(t, a, "a")
+			for range 15 {
+				mustNext(t, tag) // two segments loaded, IDs up to 15 served
+			}
+			waitLoad(t, tag)
+			high := tag.Info().GuardHigh
+			store.setMaxID("a", 1) // row deleted and re-created, or a backup restored
+			id, b := tc.next(t, a, store, high)
+			if id != high {
+				t.Fatalf("first ID of a range taken after the row was lowered = %d, want %d (IDs below are reserved)", id, high)
+			}
+			in, st := mustLookup(t, b, "a").Info(), b.Stats()
+			if in.GuardRepairs != 1 || st.GuardRepairs != 1 || in.GuardTrips != 0 || st.GuardTrips != 0 {
+				t.Fatalf("guard repairs %d (stats %d), trips %d (stats %d); want 1 repair, no trip",
+					in.GuardRepairs, st.GuardRepairs, in.GuardTrips, st.GuardTrips)
+			}
+		})
+	}
+}
+
 func TestVanishedTagKeepsServing(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
 	o := testOptions(newClock())

@@ -16,6 +16,7 @@ import (
 type fakeStore struct {
 	mu      sync.Mutex
 	rows    map[string]*persist.Tag
+	guard   map[string]int64                                        // the persistent guard, as persist keeps it; nil: off
 	onTake  func(ctx context.Context, tag string, size int64) error // runs before a Take applies
 	takes   int
 	sizes   []int64
@@ -71,7 +72,23 @@ func (s *fakeStore) Take(ctx context.Context, tag string, size int64) (persist.R
 	r.MaxID += size
 	s.takes++
 	s.sizes = append(s.sizes, size)
-	return persist.Range{Start: r.MaxID - size, End: r.MaxID, Step: r.Step}, nil
+	got := persist.Range{Start: r.MaxID - size, End: r.MaxID, Step: r.Step}
+	if s.guard == nil {
+		return got, nil
+	}
+	if high := s.guard[tag]; got.Start < high {
+		got = persist.Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: got.Start}
+		r.MaxID = got.End
+	}
+	s.guard[tag] = got.End
+	return got, nil
+}
+
+// withGuard turns the persistent guard on, as persist's backends keep it
+// with the leaf_guard table.
+func (s *fakeStore) withGuard() *fakeStore {
+	s.guard = map[string]int64{}
+	return s
 }
 
 func (s *fakeStore) Tags(ctx context.Context) ([]persist.Tag, error) {
@@ -113,6 +130,9 @@ func (s *fakeStore) GiveBack(ctx context.Context, tag string, from, to int64) (b
 		return false, nil
 	}
 	r.MaxID = to
+	if s.guard != nil && s.guard[tag] == from {
+		s.guard[tag] = to
+	}
 	s.backs++
 	return true, nil
 }

@@ -36,6 +36,7 @@ type TagInfo struct {
 	RunwaySeconds float64
 	GuardHigh     int64 // IDs below this are reserved; the database must answer above
 	GuardTrips    int64 // ranges refused because the database went below GuardHigh
+	GuardRepairs  int64 // ranges the store's persistent guard (leaf_guard) moved up above IDs handed out
 	Vanished      bool  // the row was missing at the last sync or load
 }
 
@@ -67,18 +68,19 @@ func (t *Tag) Info() TagInfo {
 	now := t.a.nowNanos()
 	cur := t.cur.Load()
 	in := TagInfo{
-		Name:       t.name,
-		Init:       t.init,
-		Pos:        t.pos,
-		NextReady:  t.next != nil,
-		Loading:    t.inflight != nil,
-		Step:       t.step,
-		MinStep:    t.minStep,
-		Loads:      t.loads,
-		Failures:   t.loadFailures,
-		GuardHigh:  t.high,
-		GuardTrips: t.guardTrips,
-		Vanished:   t.vanished.Load(),
+		Name:         t.name,
+		Init:         t.init,
+		Pos:          t.pos,
+		NextReady:    t.next != nil,
+		Loading:      t.inflight != nil,
+		Step:         t.step,
+		MinStep:      t.minStep,
+		Loads:        t.loads,
+		Failures:     t.loadFailures,
+		GuardHigh:    t.high,
+		GuardTrips:   t.guardTrips,
+		GuardRepairs: t.guardRepairs,
+		Vanished:     t.vanished.Load(),
 	}
 	if t.lastLoad > 0 {
 		in.LastLoad = time.Unix(0, t.lastLoad)
@@ -115,6 +117,7 @@ type Stats struct {
 	Waits        int64 // requests that waited on the database
 	LoadFailures int64
 	GuardTrips   int64
+	GuardRepairs int64 // ranges the store's persistent guard repaired
 	QueuedLoads  int
 	StoreOK      bool      // the last database call succeeded
 	StoreError   string    // the last database error, "" when none
@@ -128,6 +131,7 @@ func (a *Allocator) Stats() Stats {
 		Waits:        a.waits.Load(),
 		LoadFailures: a.loadFailures.Load(),
 		GuardTrips:   a.guardTrips.Load(),
+		GuardRepairs: a.guardRepairs.Load(),
 		QueuedLoads:  a.pool.pending(),
 		StoreOK:      a.storeOK.Load(),
 	}

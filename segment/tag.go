@@ -44,11 +44,11 @@ type Tag struct {
 	lastLoad int64 // unix nanos of the last successful load
 	high     int64 // highest range end accepted: later ranges must start here or above
 
-	loads, loadFailures, guardTrips int64
-	lastErr                         error
-	lastErrAt                       int64
-	failures                        int         // consecutive failed loads, for the retry backoff
-	retry                           *time.Timer // pending retry after a failed load
+	loads, loadFailures, guardTrips, guardRepairs int64
+	lastErr                                       error
+	lastErrAt                                     int64
+	failures                                      int         // consecutive failed loads, for the retry backoff
+	retry                                         *time.Timer // pending retry after a failed load
 
 	issued     int64   // IDs issued from retired segments and dedicated ranges
 	lastIssued int64   // highest ID issued from a retired segment or dedicated range
@@ -221,6 +221,7 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	cancel()
 	t.mu.Lock()
 	if err == nil {
+		t.noteRepairLocked(r)
 		err = t.checkLocked(r, h0)
 	}
 	if err != nil {
@@ -248,6 +249,20 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 		t.startLoadLocked() // refill now, so the next request need not wait
 	}
 	return r.End - 1, nil
+}
+
+// noteRepairLocked logs and counts a range that the store's persistent
+// guard repaired: the row had gone below IDs handed out before (by any
+// server, this one included), and the store moved the range, and max_id,
+// above them.
+func (t *Tag) noteRepairLocked(r persist.Range) {
+	if !r.Repaired {
+		return
+	}
+	t.guardRepairs++
+	t.a.guardRepairs.Add(1)
+	t.a.log.Warn("the database answered a range below IDs already handed out (row deleted and re-created, restored, or max_id lowered by hand); the persistent guard moved it above them",
+		"tag", t.name, "database_start", r.Answered, "start", r.Start, "end", r.End)
 }
 
 // checkLocked applies the monotonic guard to a range from the database.
@@ -300,6 +315,7 @@ func (t *Tag) runLoad() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err == nil {
+		t.noteRepairLocked(r)
 		err = t.checkLocked(r, h0)
 	}
 	if err == nil && r.Start < t.high {

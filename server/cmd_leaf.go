@@ -24,7 +24,7 @@ func registerLeaf(t table) {
 }
 
 // leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 24
+const leafInfoFields = 25
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
 // are 0/1 integers; last_load is unix milliseconds (0: never);
@@ -88,6 +88,8 @@ func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteInt64(in.GuardHigh)
 	conn.WriteBulkString("guard_trips")
 	conn.WriteInt64(in.GuardTrips)
+	conn.WriteBulkString("guard_repairs")
+	conn.WriteInt64(in.GuardRepairs)
 	conn.WriteBulkString("vanished")
 	writeBool(conn, in.Vanished)
 	conn.WriteBulkString("last_error")

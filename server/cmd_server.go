@@ -182,6 +182,7 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		line("waits", st.Waits)
 		line("load_failures", st.LoadFailures)
 		line("guard_trips", st.GuardTrips)
+		line("guard_repairs", st.GuardRepairs)
 		line("queued_loads", st.QueuedLoads)
 		line("store_ok", st.StoreOK)
 		line("store_last_error", st.StoreError)

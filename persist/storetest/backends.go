@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,35 +31,91 @@ func testOptions() persist.Options {
 	}
 }
 
-// SQLite prepares a fresh SQLite database file in t.TempDir() and returns
-// an Opener on it.
-func SQLite(t *testing.T) Opener {
+// DB is a fresh, empty database of one backend, prepared for one test:
+// handles on it through persist, and direct SQL on it, as an operator (or
+// another tool) would run by hand.
+type DB struct {
+	open func(t *testing.T, opts persist.Options) (persist.Store, error)
+	raw  *sql.DB
+}
+
+// Open opens a new, independent handle with the suite's options (schema
+// created), closed by t.Cleanup. It is an Opener.
+func (db *DB) Open(t *testing.T) persist.Store {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "data", "leaf.db")
-	return func(t *testing.T) persist.Store {
-		t.Helper()
-		s, err := persist.OpenSQLite(t.Context(), path, testOptions())
-		if err != nil {
-			t.Fatalf("OpenSQLite: %v", err)
-		}
-		closeOnCleanup(t, s)
-		return s
+	return db.OpenWith(t, func(*persist.Options) {})
+}
+
+// OpenWith is Open with the suite's options changed by edit first.
+func (db *DB) OpenWith(t *testing.T, edit func(*persist.Options)) persist.Store {
+	t.Helper()
+	opts := testOptions()
+	edit(&opts)
+	s, err := db.open(t, opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	closeOnCleanup(t, s)
+	return s
+}
+
+// Exec runs one statement on the database directly.
+func (db *DB) Exec(t *testing.T, stmt string, args ...any) {
+	t.Helper()
+	if _, err := db.raw.ExecContext(t.Context(), stmt, args...); err != nil {
+		t.Fatalf("%s %v: %v", stmt, args, err)
 	}
 }
 
-// MySQL prepares a fresh database (see MySQLDSN) and returns an Opener on
-// it. It skips or fails the test as MySQLDSN does.
-func MySQL(t *testing.T) Opener {
+// Int runs a query of one integer directly; ok is false when it matches
+// no row.
+func (db *DB) Int(t *testing.T, query string, args ...any) (n int64, ok bool) {
+	t.Helper()
+	err := db.raw.QueryRowContext(t.Context(), query, args...).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false
+	}
+	if err != nil {
+		t.Fatalf("%s %v: %v", query, args, err)
+	}
+	return n, true
+}
+
+// rawDB opens a plain handle for DB.Exec, closed by t.Cleanup.
+func rawDB(t *testing.T, driver, dsn string) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatalf("sql.Open(%s): %v", driver, err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	return raw
+}
+
+// SQLite prepares a fresh SQLite database file in t.TempDir().
+func SQLite(t *testing.T) *DB {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "data", "leaf.db")
+	// The driver persist registers; the busy timeout as the suite's.
+	dsn := "file:" + (&url.URL{Path: filepath.ToSlash(path)}).EscapedPath() + "?_busy_timeout=30000"
+	return &DB{
+		open: func(t *testing.T, opts persist.Options) (persist.Store, error) {
+			return persist.OpenSQLite(t.Context(), path, opts)
+		},
+		raw: rawDB(t, "sqlite", dsn),
+	}
+}
+
+// MySQL prepares a fresh database (see MySQLDSN). It skips or fails the
+// test as MySQLDSN does.
+func MySQL(t *testing.T) *DB {
 	t.Helper()
 	dsn := MySQLDSN(t)
-	return func(t *testing.T) persist.Store {
-		t.Helper()
-		s, err := persist.OpenMySQL(t.Context(), dsn, testOptions())
-		if err != nil {
-			t.Fatalf("OpenMySQL: %v", err)
-		}
-		closeOnCleanup(t, s)
-		return s
+	return &DB{
+		open: func(t *testing.T, opts persist.Options) (persist.Store, error) {
+			return persist.OpenMySQL(t.Context(), dsn, opts)
+		},
+		raw: rawDB(t, "mysql", dsn),
 	}
 }
 
@@ -73,7 +131,7 @@ func closeOnCleanup(t *testing.T, s persist.Store) {
 // (leaf_test_<hex>), created with the DSN in LEAF_TEST_MYSQL_DSN and dropped
 // by t.Cleanup, so tests never see each other's rows. When the variable is
 // unset the test is skipped, except on CI (CI=true), where it fails.
-func MySQLDSN(t *testing.T) string {
+func MySQLDSN(t testing.TB) string {
 	t.Helper()
 	admin := os.Getenv(EnvMySQLDSN)
 	if admin == "" {
@@ -102,7 +160,7 @@ func MySQLDSN(t *testing.T) string {
 
 // adminExec runs one statement on a short-lived connection, without a
 // database selected (the admin DSN's database may not exist).
-func adminExec(t *testing.T, cfg *mysql.Config, stmt string) {
+func adminExec(t testing.TB, cfg *mysql.Config, stmt string) {
 	t.Helper()
 	cfg = cfg.Clone()
 	cfg.DBName = ""

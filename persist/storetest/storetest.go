@@ -2,13 +2,14 @@
 // runs, and helpers that give other packages' tests a real store.
 //
 // A backend's test calls Run with a function that prepares a fresh, empty
-// database and returns an Opener for it:
+// database (a DB):
 //
 //	func TestSQLite(t *testing.T) { storetest.Run(t, storetest.SQLite) }
 //
-// Calling the Opener twice gives two independent handles (two connection
+// Calling DB.Open twice gives two independent handles (two connection
 // pools) on the same database, which is how the suite checks that servers
-// sharing one database never get overlapping ranges.
+// sharing one database never get overlapping ranges; DB.Exec changes the
+// database behind leaf's back, as an operator would.
 package storetest
 
 import (
@@ -29,9 +30,9 @@ import (
 type Opener func(t *testing.T) persist.Store
 
 // Run runs the conformance suite. newDB is called once per subtest and must
-// return an Opener on a fresh, empty database (schema created), so the
-// subtests run in parallel without seeing each other's rows.
-func Run(t *testing.T, newDB func(t *testing.T) Opener) {
+// return a fresh, empty database, so the subtests run in parallel without
+// seeing each other's rows.
+func Run(t *testing.T, newDB func(t *testing.T) *DB) {
 	t.Helper()
 	tests := []struct {
 		name string
@@ -57,6 +58,23 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"ConcurrentCreate", testConcurrentCreate},
 	}
 	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newDB(t).Open)
+		})
+	}
+	// The persistent guard: these change the database behind leaf's back.
+	guardTests := []struct {
+		name string
+		fn   func(t *testing.T, db *DB)
+	}{
+		{"GuardRepairs", testGuardRepairs},
+		{"GuardGiveBack", testGuardGiveBack},
+		{"GuardRepairOverflow", testGuardRepairOverflow},
+		{"GuardConcurrentDeletes", testGuardConcurrentDeletes},
+		{"GuardTableMissing", testGuardTableMissing},
+	}
+	for _, tc := range guardTests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newDB(t))
