@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // SegmentInfo describes one of a tag's two segments, as Leaf's /cache shows
@@ -119,6 +121,7 @@ type Stats struct {
 	GuardTrips   int64
 	GuardRepairs int64 // ranges the store's persistent guard repaired
 	QueuedLoads  int
+	GuardTable   bool      // the store keeps the persistent guard (leaf_guard)
 	StoreOK      bool      // the last database call succeeded
 	StoreError   string    // the last database error, "" when none
 	StoreErrorAt time.Time // when it happened
@@ -134,6 +137,9 @@ func (a *Allocator) Stats() Stats {
 		GuardRepairs: a.guardRepairs.Load(),
 		QueuedLoads:  a.pool.pending(),
 		StoreOK:      a.storeOK.Load(),
+	}
+	if g, ok := a.store.(persist.Guarded); ok {
+		s.GuardTable = g.GuardEnabled()
 	}
 	if e := a.storeErr.Load(); e != nil {
 		s.StoreError = e.err.Error()

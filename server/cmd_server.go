@@ -183,6 +183,7 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		line("load_failures", st.LoadFailures)
 		line("guard_trips", st.GuardTrips)
 		line("guard_repairs", st.GuardRepairs)
+		line("guard_table", st.GuardTable)
 		line("queued_loads", st.QueuedLoads)
 		line("store_ok", st.StoreOK)
 		line("store_last_error", st.StoreError)

@@ -269,7 +269,7 @@ func TestInfo(t *testing.T) {
 		for _, want := range []string{
 			"\r\nuptime_in_seconds:", "\r\n\r\n# Clients\r\nconnected_clients:1\r\n",
 			"\r\n# Persistence\r\nloading:0\r\n", "\r\n# Stats\r\n", "\r\n# Replication\r\nrole:master\r\n",
-			"\r\n# Leaf\r\ntags:2\r\n", "\r\nguard_trips:0\r\nguard_repairs:0\r\n", "\r\nstore_ok:1\r\n", "\r\n# Keyspace\r\n",
+			"\r\n# Leaf\r\ntags:2\r\n", "\r\nguard_trips:0\r\nguard_repairs:0\r\nguard_table:1\r\n", "\r\nstore_ok:1\r\n", "\r\n# Keyspace\r\n",
 		} {
 			if !strings.Contains(info, want) {
 				t.Errorf("INFO lacks %q:\n%s", want, info)
