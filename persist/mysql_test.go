@@ -1,18 +1,17 @@
 package persist_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/storetest"
 )
@@ -79,24 +78,6 @@ func TestMySQLWithoutSchema(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // A table made with Leaf's DDL verbatim, in a database whose default
 // collation is case-insensitive (as most are), works as it is; the store
 // warns that such tags share rows.
@@ -123,7 +104,7 @@ func TestMySQLExistingLeafTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	s, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +194,7 @@ func TestMySQLGuardFollowsLeafCollation(t *testing.T) {
 
 	exec(`DROP TABLE leaf_guard`)
 	exec(`CREATE TABLE leaf_guard (biz_tag VARCHAR(128) NOT NULL, high BIGINT NOT NULL, PRIMARY KEY (biz_tag)) COLLATE utf8mb4_bin`)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	s2, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -628,7 +627,7 @@ func TestIdleTimeout(t *testing.T) {
 				bs.Store = s
 				return bs
 			})
-			var logs syncBuffer
+			var logs logbuf.Buffer
 			s := New(a, Options{EventLoops: tr.loops, IdleTimeout: 300 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			addr := serve(t, s)
@@ -661,24 +660,6 @@ func TestIdleTimeout(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use (a log sink).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func TestSweepEvery(t *testing.T) {

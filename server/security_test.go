@@ -13,12 +13,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/storetest"
 	"github.com/leaf-id/leaf/segment"
@@ -141,24 +141,6 @@ func TestTLS(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestSecretsStayOut: after failed and successful AUTH and HELLO AUTH, for
 // both users, and with a password inside a malformed request, neither
 // password (nor the wrong guess) appears in the server's debug log, in
@@ -169,7 +151,7 @@ func TestSecretsStayOut(t *testing.T) {
 		admin = "adm-Zq71-secret"
 		guess = "guess-Wv55-wrong"
 	)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	in := servertest.Start(t, servertest.Options{Server: server.Options{
 		Password: pass, AdminPassword: admin,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -5,7 +5,6 @@ package storetest
 // and GiveBack lowers it so that a restart continues at the next ID.
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"math"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
 )
 
@@ -279,7 +279,7 @@ func testGuardTableMissing(t *testing.T, db *DB) {
 	wantTake(t, first, "t", 0, persist.Range{Start: 11, End: 21, Step: 10})
 	db.Exec(t, `DROP TABLE leaf_guard`)
 
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	s := db.OpenWith(t, func(o *persist.Options) {
 		o.CreateSchema = false
 		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -308,22 +308,4 @@ func testGuardTableMissing(t *testing.T, db *DB) {
 	wantTake(t, again, "t", 0, persist.Range{Start: 11, End: 21, Step: 10})
 	recreate(t, db, "t", 10)
 	wantTake(t, again, "t", 0, persist.Range{Start: 21, End: 31, Step: 10, Repaired: true, Answered: 1})
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
