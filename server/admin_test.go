@@ -40,6 +40,18 @@ func userClient(t *testing.T, addr string, proto int, user, password string) *re
 	return c
 }
 
+// wantUser asserts the user CLIENT INFO shows for c's connection.
+func wantUser(t *testing.T, c *redis.Client, user string) {
+	t.Helper()
+	info, err := c.Do(context.Background(), "CLIENT", "INFO").Text()
+	if err != nil {
+		t.Fatalf("CLIENT INFO: %v", err)
+	}
+	if !strings.Contains(info, " user="+user+" ") {
+		t.Fatalf("CLIENT INFO = %q, want user=%s", info, user)
+	}
+}
+
 // do runs a command that must succeed and returns its reply.
 func do(t *testing.T, c *redis.Client, args ...any) any {
 	t.Helper()
@@ -429,6 +441,7 @@ func TestAdminPassword(t *testing.T) {
 				if id := mustIncr(t, admin, tag); id != 601 {
 					t.Fatalf("INCR as admin after SET 600 = %d, want 601", id)
 				}
+				wantUser(t, admin, "admin")
 
 				// AUTH switches users both ways on one connection.
 				if err := user.Do(ctx, "AUTH", "admin", adminPW).Err(); err != nil {
@@ -442,6 +455,7 @@ func TestAdminPassword(t *testing.T) {
 						t.Fatalf("AUTH default: %v", err)
 					}
 					wantErr(t, user, noperm("leaf.floor"), "LEAF.FLOOR", tag, "800")
+					wantUser(t, user, "default")
 				}
 				// HELLO AUTH admin, as a raw command.
 				if err := user.Do(ctx, "HELLO", proto, "AUTH", "admin", adminPW).Err(); err != nil {

@@ -65,6 +65,7 @@ type client struct {
 		sync.Mutex
 		name, libName, libVer string
 		resp                  int
+		admin                 bool
 	}
 }
 
@@ -108,11 +109,23 @@ func (c *client) setResp(v int) {
 	c.meta.Unlock()
 }
 
+// setUser records a successful login: as the admin user or the default one.
+func (c *client) setUser(admin bool) {
+	c.authed, c.admin = true, admin
+	c.meta.Lock()
+	c.meta.admin = admin
+	c.meta.Unlock()
+}
+
 // info is the connection's line of CLIENT INFO and CLIENT LIST, in Redis's
 // format (the fields leaf has).
 func (c *client) info(now time.Time) string {
 	c.meta.Lock()
 	name, libName, libVer, resp := c.meta.name, c.meta.libName, c.meta.libVer, c.meta.resp
+	user := "default"
+	if c.meta.admin {
+		user = adminUser
+	}
 	c.meta.Unlock()
 	b := make([]byte, 0, 200)
 	b = append(b, "id="...)
@@ -125,7 +138,9 @@ func (c *client) info(now time.Time) string {
 	b = append(b, name...)
 	b = append(b, " age="...)
 	b = strconv.AppendInt(b, int64(now.Sub(c.created)/time.Second), 10)
-	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 user=default redir=-1 resp="...)
+	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 user="...)
+	b = append(b, user...)
+	b = append(b, " redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(resp), 10)
 	b = append(b, " lib-name="...)
 	b = append(b, libName...)

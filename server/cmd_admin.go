@@ -88,15 +88,15 @@ func registerAdmin(t table) {
 // On success it records who the connection is now (AUTH switches users, as
 // in Redis); on failure nothing changes.
 func (s *Server) login(c *client, user, pass []byte) bool {
-	if s.checkAdmin(user, pass) {
-		c.authed, c.admin = true, true
-		return true
+	switch {
+	case s.checkAdmin(user, pass):
+		c.setUser(true)
+	case s.checkAuth(user, pass):
+		c.setUser(false)
+	default:
+		return false
 	}
-	if s.checkAuth(user, pass) {
-		c.authed, c.admin = true, false
-		return true
-	}
-	return false
+	return true
 }
 
 // checkAdmin reports whether user/pass are the admin user's credentials;
