@@ -84,6 +84,7 @@ type setup struct {
 	seg     func(*segment.Options) // changes to segment.DefaultOptions
 	maxTags int                    // Options.MetricsMaxTags; 0 means 1000
 	pprof   bool
+	pageSz  int // Options.PageSize; 0 means its default
 }
 
 // start runs a server, its allocator and the HTTP handler; all stop at
@@ -113,6 +114,7 @@ func start(t *testing.T, s setup) *env {
 		StoreLatency:   lat,
 		MetricsMaxTags: maxTags,
 		PProf:          s.pprof,
+		PageSize:       s.pageSz,
 		Version:        "test",
 	}))
 	t.Cleanup(hs.Close) // registered last: runs before the server stops

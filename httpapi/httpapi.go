@@ -47,6 +47,9 @@ type Options struct {
 	Now func() time.Time
 	// Refresh is how often the status page reloads itself; 0 is 5s.
 	Refresh time.Duration
+	// PageSize is how many tags one status page shows; 0 is 100. The page
+	// pages and filters (?q=, ?page=) so 100,000 tags stay one small page.
+	PageSize int
 }
 
 // handler serves every endpoint; see the package documentation.
@@ -74,6 +77,9 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = 5 * time.Second
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 100
 	}
 	h := &handler{
 		alloc:   alloc,

@@ -5,6 +5,9 @@ import (
 	"embed"
 	"html/template"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leaf-id/leaf/segment"
@@ -38,10 +41,17 @@ type statusPage struct {
 	Store     segment.Stats
 	HasServer bool
 	Clients   int
-	Tags      []tagRow
-	CachedIDs int64
-	Issued    int64
+	TagCount  int      // every tag this server holds
+	Tags      []tagRow // this page's, of those matching Query
+	CachedIDs int64    // over every tag
+	Issued    int64    // over every tag
 	PProf     bool
+
+	Query            string // ?q=: tags whose name contains it
+	Matching         int    // tags matching Query
+	First, Last      int    // 1-based positions of this page's rows
+	Page, Pages      int
+	PrevURL, NextURL string // "" on the first / last page
 }
 
 // tagRow is one tag of the status page.
@@ -71,13 +81,28 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		Ready:   readiness(st, tags),
 		Store:   st,
 		PProf:   h.opts.PProf,
-		Tags:    make([]tagRow, len(tags)),
+
+		TagCount: len(tags),
+		Query:    r.URL.Query().Get("q"),
 	}
 	if h.opts.Server != nil {
 		p.HasServer = true
 		p.Clients = h.opts.Server.ConnectedClients()
 	}
-	for i, in := range tags {
+	var match []segment.TagInfo
+	for _, in := range tags {
+		p.CachedIDs += in.RunwayIDs
+		p.Issued += in.Issued
+		if strings.Contains(in.Name, p.Query) {
+			match = append(match, in)
+		}
+	}
+	p.paginate(len(match), h.opts.PageSize, r.URL.Query().Get("page"))
+	if p.Matching > 0 {
+		match = match[p.First-1 : p.Last]
+	}
+	p.Tags = make([]tagRow, len(match))
+	for i, in := range match {
 		row := tagRow{TagInfo: in}
 		for s, sg := range in.Segments {
 			row.Slots[s] = slotView{
@@ -88,10 +113,39 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		p.Tags[i] = row
-		p.CachedIDs += in.RunwayIDs
-		p.Issued += in.Issued
 	}
 	h.render(w, "status.html", p)
+}
+
+// paginate picks the page asked for (1-based; a bad or too large number
+// shows the nearest page) of n matching tags, size per page, and the links
+// to its neighbours.
+func (p *statusPage) paginate(n, size int, asked string) {
+	p.Matching = n
+	p.Pages = max(1, (n+size-1)/size)
+	page, err := strconv.Atoi(asked)
+	if err != nil {
+		page = 1
+	}
+	p.Page = min(max(page, 1), p.Pages)
+	if n > 0 {
+		p.First = (p.Page-1)*size + 1
+		p.Last = min(p.Page*size, n)
+	}
+	link := func(page int) string {
+		v := url.Values{}
+		if p.Query != "" {
+			v.Set("q", p.Query)
+		}
+		v.Set("page", strconv.Itoa(page))
+		return "?" + v.Encode()
+	}
+	if p.Page > 1 {
+		p.PrevURL = link(p.Page - 1)
+	}
+	if p.Page < p.Pages {
+		p.NextURL = link(p.Page + 1)
+	}
 }
 
 // render executes a template into a buffer first, so a failure answers a

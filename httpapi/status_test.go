@@ -40,6 +40,65 @@ func TestStatusPage(t *testing.T) {
 	}
 }
 
+// TestStatusPagePages: many tags are shown a page at a time, filtered by
+// ?q=, with links that keep the filter; totals count every tag.
+func TestStatusPagePages(t *testing.T) {
+	e := start(t, setup{pageSz: 2})
+	c := e.client(t)
+	for _, tag := range []string{"a1", "a2", "a3", "b1", "b&2"} {
+		incr(t, c, tag)
+	}
+	rowRE := regexp.MustCompile(`<tr class="tag" data-tag="([^"]*)">`)
+	linkRE := regexp.MustCompile(`id="(prev|next)" href="([^"]*)"`)
+	for _, tc := range []struct {
+		query   string
+		rows    string // data-tag values, in order
+		showing string
+		prev    string // href, "" when absent
+		next    string
+	}{
+		{"", "a1,a2", "tags 1&ndash;2 of 5", "", "?page=2"},
+		{"?page=2", "a3,b&amp;2", "tags 3&ndash;4 of 5", "?page=1", "?page=3"},
+		{"?page=3", "b1", "tags 5&ndash;5 of 5", "?page=2", ""},
+		{"?page=99", "b1", "tags 5&ndash;5 of 5", "?page=2", ""}, // past the end: the last page
+		{"?page=x", "a1,a2", "tags 1&ndash;2 of 5", "", "?page=2"},
+		{"?q=a", "a1,a2", "tags 1&ndash;2 of 3 matching &ldquo;a&rdquo;", "", "?page=2&amp;q=a"},
+		{"?q=a&page=2", "a3", "tags 3&ndash;3 of 3 matching &ldquo;a&rdquo;", "?page=1&amp;q=a", ""},
+		{"?q=%262", "b&amp;2", "tags 1&ndash;1 of 1 matching &ldquo;&amp;2&rdquo;", "", ""},
+		{"?q=zz", "", "no tags matching &ldquo;zz&rdquo;", "", ""},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			r := get(t, e.URL+"/"+tc.query)
+			if r.status != http.StatusOK {
+				t.Fatalf("status %d", r.status)
+			}
+			var rows []string
+			for _, m := range rowRE.FindAllStringSubmatch(r.body, -1) {
+				rows = append(rows, m[1])
+			}
+			links := map[string]string{}
+			for _, m := range linkRE.FindAllStringSubmatch(r.body, -1) {
+				links[m[1]] = m[2]
+			}
+			if got := strings.Join(rows, ","); got != tc.rows {
+				t.Errorf("rows %q, want %q", got, tc.rows)
+			}
+			if !strings.Contains(r.body, `<span id="showing">`+tc.showing+`</span>`) {
+				t.Errorf("page lacks showing %q", tc.showing)
+			}
+			if links["prev"] != tc.prev || links["next"] != tc.next {
+				t.Errorf("links prev %q next %q, want %q %q", links["prev"], links["next"], tc.prev, tc.next)
+			}
+			if !strings.Contains(r.body, `<b id="tagcount">5</b>`) {
+				t.Errorf("page does not count all 5 tags")
+			}
+			if t.Failed() {
+				t.Log(r.body)
+			}
+		})
+	}
+}
+
 // chromium finds a Chromium binary; without one the test skips, or fails
 // under CI=true (scripts/test.sh installs Debian's chromium).
 func chromium(t *testing.T) string {
