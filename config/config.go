@@ -25,6 +25,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaf-id/leaf/segment"
+	"github.com/leaf-id/leaf/server"
 )
 
 // Config is the whole configuration, one field per section of leaf.yaml.
@@ -91,14 +94,16 @@ type SegmentConfig struct {
 
 // Default returns the built-in configuration: what Load returns when there
 // is no file, no LEAF_* variable and no flag. The repository's leaf.yaml
-// documents the same values (a test keeps them equal).
+// documents the same values (a test keeps them equal). The limits and the
+// allocator's settings are the defaults of the packages that use them.
 func Default() Config {
+	seg := segment.DefaultOptions()
 	return Config{
 		Server: ServerConfig{
 			Addr:            "127.0.0.1:6380",
-			MaxClients:      10000,
-			MaxRequestBytes: 65536,
-			MaxPipeline:     1024,
+			MaxClients:      server.DefaultMaxClients,
+			MaxRequestBytes: server.DefaultMaxRequestBytes,
+			MaxPipeline:     server.DefaultMaxPipeline,
 			ProtectedMode:   true,
 		},
 		Store: StoreConfig{
@@ -116,15 +121,15 @@ func Default() Config {
 			Format: "text",
 		},
 		Segment: SegmentConfig{
-			DefaultStep:     1000,
-			MaxStep:         1000000,
-			SegmentDuration: 15 * time.Minute,
-			PrefetchAt:      0.1,
-			Loaders:         8,
-			LoadTimeout:     2 * time.Second,
-			SyncInterval:    time.Minute,
-			AutoCreate:      true,
-			MaxBatch:        100000,
+			DefaultStep:     seg.DefaultStep,
+			MaxStep:         seg.MaxStep,
+			SegmentDuration: seg.SegmentDuration,
+			PrefetchAt:      seg.PrefetchAt,
+			Loaders:         seg.Loaders,
+			LoadTimeout:     seg.LoadTimeout,
+			SyncInterval:    seg.SyncInterval,
+			AutoCreate:      seg.AutoCreate,
+			MaxBatch:        seg.MaxBatch,
 		},
 	}
 }
