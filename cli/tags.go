@@ -72,6 +72,27 @@ func intArg(what, s string) (int64, error) {
 	return n, nil
 }
 
+// tagAndNumber checks the words of leaf tags floor|step TAG N: a valid tag
+// and an integer N in [lo, hi].
+func tagAndNumber(what string, args []string, lo, hi int64) (string, int64, error) {
+	pos, err := positional(newFlags("tags "+what), args, "TAG", "N")
+	if err != nil {
+		return "", 0, err
+	}
+	name := pos[0]
+	if err := tagArg(name); err != nil {
+		return "", 0, err
+	}
+	n, err := intArg(what, pos[1])
+	if err != nil {
+		return "", 0, err
+	}
+	if n < lo || n > hi {
+		return "", 0, fmt.Errorf("%s %d: must be between %d and %d", what, n, lo, hi)
+	}
+	return name, n, nil
+}
+
 // tagsList: leaf tags list -> a table of every row, by name.
 func tagsList(ctx context.Context, e *env, args []string) error {
 	if _, err := positional(newFlags("tags list"), args); err != nil {
@@ -142,20 +163,9 @@ func tagsCreate(ctx context.Context, e *env, args []string) error {
 // tagsFloor: leaf tags floor TAG N, as LEAF.FLOOR: max_id becomes at least
 // N+1, never lower; a missing tag is created with segment.default_step.
 func tagsFloor(ctx context.Context, e *env, args []string) error {
-	pos, err := positional(newFlags("tags floor"), args, "TAG", "N")
+	name, n, err := tagAndNumber("floor", args, 0, maxFloor)
 	if err != nil {
 		return err
-	}
-	name := pos[0]
-	if err := tagArg(name); err != nil {
-		return err
-	}
-	n, err := intArg("floor", pos[1])
-	if err != nil {
-		return err
-	}
-	if n < 0 || n > maxFloor {
-		return fmt.Errorf("floor %d: must be between 0 and %d", n, maxFloor)
 	}
 	if err := e.load(); err != nil {
 		return err
@@ -186,20 +196,9 @@ func tagsFloor(ctx context.Context, e *env, args []string) error {
 
 // tagsStep: leaf tags step TAG N.
 func tagsStep(ctx context.Context, e *env, args []string) error {
-	pos, err := positional(newFlags("tags step"), args, "TAG", "N")
+	name, step, err := tagAndNumber("step", args, 1, persist.MaxStep)
 	if err != nil {
 		return err
-	}
-	name := pos[0]
-	if err := tagArg(name); err != nil {
-		return err
-	}
-	step, err := intArg("step", pos[1])
-	if err != nil {
-		return err
-	}
-	if step < 1 || step > persist.MaxStep {
-		return fmt.Errorf("step %d: must be between 1 and %d", step, persist.MaxStep)
 	}
 	if err := e.load(); err != nil {
 		return err

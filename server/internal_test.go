@@ -297,14 +297,11 @@ func rawIncrLoop(addr, tag string, n int, ready func()) ([]int64, error) {
 		return nil, err
 	}
 	defer nc.Close()
-	var req strings.Builder
-	for range n {
-		req.WriteString("*2\r\n$4\r\nINCR\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
-	}
+	req := strings.Repeat(resp("INCR", tag), n)
 	r := bufio.NewReader(nc)
 	var ids []int64
 	for {
-		if _, err := io.WriteString(nc, req.String()); err != nil {
+		if _, err := io.WriteString(nc, req); err != nil {
 			return ids, nil
 		}
 		for range n {
@@ -456,11 +453,8 @@ func rawIncrLoopOnce(addr, tag string, n int) ([]int64, error) {
 		return nil, err
 	}
 	defer nc.Close()
-	var req strings.Builder
-	for range n {
-		req.WriteString("*2\r\n$4\r\nINCR\r\n$" + strconv.Itoa(len(tag)) + "\r\n" + tag + "\r\n")
-	}
-	if _, err := io.WriteString(nc, req.String()); err != nil {
+	req := strings.Repeat(resp("INCR", tag), n)
+	if _, err := io.WriteString(nc, req); err != nil {
 		return nil, err
 	}
 	r := bufio.NewReader(nc)

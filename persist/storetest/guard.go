@@ -239,15 +239,7 @@ func testGuardConcurrentDeletes(t *testing.T, db *DB) {
 // skips what the row went below.
 func checkDisjoint(t *testing.T, got []taken, step int64) {
 	t.Helper()
-	slices.SortFunc(got, func(a, b taken) int {
-		switch {
-		case a.r.Start < b.r.Start:
-			return -1
-		case a.r.Start > b.r.Start:
-			return 1
-		}
-		return 0
-	})
+	sortByStart(got)
 	repaired := 0
 	for i, g := range got {
 		want := g.size

@@ -13,6 +13,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -573,20 +574,17 @@ type taken struct {
 	r    persist.Range
 }
 
+// sortByStart sorts ranges by their first ID.
+func sortByStart(got []taken) {
+	slices.SortFunc(got, func(a, b taken) int { return cmp.Compare(a.r.Start, b.r.Start) })
+}
+
 // checkTiling fails unless the ranges cover [1, maxID) exactly: sorted,
 // each starts where the previous ended, nothing overlaps, nothing is left
 // out, and each has the size that was asked for.
 func checkTiling(t *testing.T, got []taken, step, maxID int64) {
 	t.Helper()
-	slices.SortFunc(got, func(a, b taken) int {
-		switch {
-		case a.r.Start < b.r.Start:
-			return -1
-		case a.r.Start > b.r.Start:
-			return 1
-		}
-		return 0
-	})
+	sortByStart(got)
 	next := int64(1)
 	for i, g := range got {
 		want := g.size
