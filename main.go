@@ -89,7 +89,6 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	srv := server.New(alloc, server.Options{
 		Password:      cfg.Server.Password,
 		AdminPassword: cfg.Server.AdminPassword,
-		MaxBatch:      cfg.Segment.MaxBatch,
 		Version:       version,
 		Logger:        log,
 		// A descriptor per client, and some for the listeners, the

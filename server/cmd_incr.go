@@ -57,8 +57,8 @@ func cmdIncrBy(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.writeError(c, conn, errCountNotPositive)
 		return
 	}
-	if s.opts.MaxBatch > 0 && n > s.opts.MaxBatch {
-		s.writeError(c, conn, fmt.Sprintf(errCountTooLarge, s.opts.MaxBatch))
+	if maxBatch := s.alloc.MaxBatch(); n > maxBatch {
+		s.writeError(c, conn, fmt.Sprintf(errCountTooLarge, maxBatch))
 		return
 	}
 	t, err := s.tag(c, args[1])

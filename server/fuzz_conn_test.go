@@ -34,7 +34,7 @@ func FuzzConnection(f *testing.F) {
 	var addrs []string
 	for _, tr := range transports {
 		a, _ := newAlloc(f, "", segment.DefaultOptions(), nil)
-		s := New(a, Options{EventLoops: tr.loops, MaxRequestBytes: 1024, MaxPipeline: 4, MaxBatch: 1000})
+		s := New(a, Options{EventLoops: tr.loops, MaxRequestBytes: 1024, MaxPipeline: 4})
 		addrs = append(addrs, serve(f, s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

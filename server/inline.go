@@ -74,7 +74,7 @@ func tryIncr(s *Server, c *client, conn redcon.Conn, args [][]byte) bool {
 // cmdIncrBy's to answer).
 func tryIncrBy(s *Server, c *client, conn redcon.Conn, args [][]byte) bool {
 	n, ok := parseInt(args[2])
-	if !ok || n <= 0 || (s.opts.MaxBatch > 0 && n > s.opts.MaxBatch) {
+	if !ok || n <= 0 || n > s.alloc.MaxBatch() {
 		return false
 	}
 	t := s.knownTag(c, args[1])

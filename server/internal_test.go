@@ -173,7 +173,7 @@ func args(s ...string) [][]byte {
 // whole connection loop (parse, fence, write) for a pipeline.
 func TestIncrZeroAlloc(t *testing.T) {
 	a, _ := newAlloc(t, "", bigStepOptions(), nil)
-	s := New(a, Options{MaxBatch: 1000})
+	s := New(a, Options{})
 	conn := &fakeConn{}
 	c := newClient(s, conn)
 	conn.SetContext(c)

@@ -435,7 +435,7 @@ func TestBadInputKeepsConnection(t *testing.T) {
 	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			_, addr := startServer(t, Options{EventLoops: tr.loops, MaxBatch: 100000})
+			_, addr := startServer(t, Options{EventLoops: tr.loops})
 			lc := dialLines(t, addr)
 			next := int64(1)
 			incr := func(t *testing.T, inline bool) {

@@ -276,7 +276,7 @@ func TestSQLLookingTagMariaDB(t *testing.T) {
 	if err := alloc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(alloc, server.Options{MaxBatch: segment.DefaultOptions().MaxBatch})
+	srv := server.New(alloc, server.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

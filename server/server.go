@@ -27,9 +27,6 @@ type Options struct {
 	// LEAF.FLOOR and SET to connections authenticated as user admin with
 	// it (cmd_admin.go); when empty, any authenticated client may run them.
 	AdminPassword string
-	// MaxBatch is the largest n of INCRBY. It should be the allocator's
-	// max_batch; 0 leaves the check to the allocator alone.
-	MaxBatch int64
 	// Version is leaf's version, shown in INFO as leaf_version.
 	Version string
 	// Logger receives connection and shutdown events; nil discards them.

@@ -20,7 +20,7 @@ import (
 // Options configure Start. The zero value is a server with the default
 // allocator options, no password, on a fresh database file.
 type Options struct {
-	// Server options. MaxBatch defaults to the allocator's.
+	// Server options.
 	Server server.Options
 	// Segment, when not nil, replaces segment.DefaultOptions().
 	Segment *segment.Options
@@ -72,11 +72,7 @@ func Start(tb testing.TB, opts Options) *Instance {
 		db.Close()
 		tb.Fatalf("servertest: start allocator: %v", err)
 	}
-	sopts := opts.Server
-	if sopts.MaxBatch == 0 {
-		sopts.MaxBatch = so.MaxBatch
-	}
-	srv := server.New(alloc, sopts)
+	srv := server.New(alloc, opts.Server)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		alloc.Close(ctx)
