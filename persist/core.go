@@ -314,22 +314,18 @@ func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 	var r Range
 	err := c.do(ctx, "take", tag, func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
-			var res sql.Result
+			var n int64
 			var err error
 			// The WHERE clause refuses an overflow instead of letting the
 			// database fail (MySQL) or turn max_id into a float (SQLite).
 			if size > 0 {
-				res, err = tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP
+				n, err = affected(ctx, tx, `UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP
 					WHERE biz_tag = ? AND max_id <= ?`, size, tag, math.MaxInt64-size)
 			} else {
-				res, err = tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
+				n, err = affected(ctx, tx, `UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
 					WHERE biz_tag = ? AND step > 0 AND max_id <= ? - (CASE WHEN step > 0 THEN step ELSE 0 END)`,
 					tag, int64(math.MaxInt64))
 			}
-			if err != nil {
-				return err
-			}
-			n, err := res.RowsAffected()
 			if err != nil {
 				return err
 			}
@@ -472,11 +468,7 @@ func (c *core) Create(ctx context.Context, name string, step int64, description 
 	}
 	var created bool
 	err := c.do(ctx, "create", name, func(ctx context.Context) error {
-		res, err := c.db.ExecContext(ctx, c.d.insertIfAbsent, name, step, description)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+		n, err := affected(ctx, c.db, c.d.insertIfAbsent, name, step, description)
 		created = n == 1
 		return err
 	})
@@ -502,12 +494,8 @@ func (c *core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			// to != from, so "changed" and "matched" are the same count on
 			// MySQL, which reports changed rows.
-			res, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			n, err := affected(ctx, tx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
 				WHERE biz_tag = ? AND max_id = ?`, to, tag, from)
-			if err != nil {
-				return err
-			}
-			n, err := res.RowsAffected()
 			if err != nil {
 				return err
 			}
@@ -535,12 +523,8 @@ func (c *core) SetStep(ctx context.Context, tag string, step int64) error {
 	}
 	return c.do(ctx, "set step", tag, func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP
+			n, err := affected(ctx, tx, `UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP
 				WHERE biz_tag = ?`, step, tag)
-			if err != nil {
-				return err
-			}
-			n, err := res.RowsAffected()
 			if err != nil {
 				return err
 			}
@@ -570,12 +554,8 @@ func (c *core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			// max_id < floor+1 makes every matched row a changed row, so
 			// MySQL's changed-rows count is the matched count here.
-			res, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			n, err := affected(ctx, tx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
 				WHERE biz_tag = ? AND max_id < ?`, floor+1, tag, floor+1)
-			if err != nil {
-				return err
-			}
-			n, err := res.RowsAffected()
 			if err != nil {
 				return err
 			}
@@ -592,6 +572,20 @@ func (c *core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 
 // Close releases the database handle.
 func (c *core) Close() error { return c.db.Close() }
+
+// execer is what *sql.DB and *sql.Tx share for statements.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// affected runs a statement and returns the number of rows it changed.
+func affected(ctx context.Context, e execer, query string, args ...any) (int64, error) {
+	res, err := e.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
 
 // querier is what *sql.DB and *sql.Tx share.
 type querier interface {
