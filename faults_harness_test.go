@@ -238,39 +238,38 @@ func infoField(t testing.TB, c *redis.Client, section, key string) string {
 // the test's context ends first.
 func waitInfo(t testing.TB, c *redis.Client, tag, what string, cond func(map[string]any) bool) map[string]any {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for {
-		f := leafInfo(t, c, tag)
-		if cond(f) {
-			return f
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("LEAF.INFO %s never showed %s: %v", tag, what, f)
-		}
-	}
+	var f map[string]any
+	poll(t, func() bool {
+		f = leafInfo(t, c, tag)
+		return cond(f)
+	}, func() string { return fmt.Sprintf("LEAF.INFO %s never showed %s: %v", tag, what, f) })
+	return f
 }
 
 // waitStoreOK polls INFO until store_ok is want ("0" or "1").
 func waitStoreOK(t testing.TB, c *redis.Client, want string) {
 	t.Helper()
+	var v string
+	poll(t, func() bool {
+		v = infoField(t, c, "leaf", "store_ok")
+		return v == want
+	}, func() string { return fmt.Sprintf("INFO store_ok stayed %q, want %q", v, want) })
+}
+
+// poll calls cond every 10 ms until it holds, and fails the test with
+// failure's text when a minute passes first (a bound on a hang, not a
+// timing assertion).
+func poll(t testing.TB, cond func() bool, failure func() string) {
+	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
-		v := infoField(t, c, "leaf", "store_ok")
-		if v == want {
-			return
-		}
+	for !cond() {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatalf("INFO store_ok stayed %q, want %q", v, want)
+			t.Fatal(failure())
 		}
 	}
 }
