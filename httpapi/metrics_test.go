@@ -114,45 +114,23 @@ func TestMetricsTagCap(t *testing.T) {
 	issue("e", 4)
 	m := metrics(t, e.URL)
 	// The first scrape gives the places by name: b and c.
-	for _, tc := range []struct {
-		tag  string
-		want float64
-		has  bool
-	}{
+	checkIssued(t, "first", m, []issuedSeries{
 		{"b", 1, true},
 		{"c", 2, true},
 		{"d", 0, false},
 		{"e", 0, false},
 		{"_other", 7, true},
-	} {
-		t.Run("first/"+tc.tag, func(t *testing.T) {
-			v, ok := m[`leaf_ids_issued_total{tag="`+tc.tag+`"}`]
-			if ok != tc.has || v != tc.want {
-				t.Fatalf("issued{tag=%q} = %v (present %v), want %v (present %v)", tc.tag, v, ok, tc.want, tc.has)
-			}
-		})
-	}
+	})
 	// "a" sorts first but comes later: it joins _other, b and c keep theirs.
 	issue("a", 5)
 	issue("b", 1)
 	m = metrics(t, e.URL)
-	for _, tc := range []struct {
-		tag  string
-		want float64
-		has  bool
-	}{
+	checkIssued(t, "later", m, []issuedSeries{
 		{"a", 0, false},
 		{"b", 2, true},
 		{"c", 2, true},
 		{"_other", 12, true},
-	} {
-		t.Run("later/"+tc.tag, func(t *testing.T) {
-			v, ok := m[`leaf_ids_issued_total{tag="`+tc.tag+`"}`]
-			if ok != tc.has || v != tc.want {
-				t.Fatalf("issued{tag=%q} = %v (present %v), want %v (present %v)", tc.tag, v, ok, tc.want, tc.has)
-			}
-		})
-	}
+	})
 	series := 0
 	for k := range m {
 		if strings.HasPrefix(k, "leaf_runway_ids{") {
@@ -161,5 +139,26 @@ func TestMetricsTagCap(t *testing.T) {
 	}
 	if series != 3 {
 		t.Fatalf("%d leaf_runway_ids series, want 3 (two tags and _other)", series)
+	}
+}
+
+// issuedSeries is the leaf_ids_issued_total series expected for a tag:
+// its value, or has false when the tag must have no series of its own.
+type issuedSeries struct {
+	tag  string
+	want float64
+	has  bool
+}
+
+// checkIssued asserts each expected series of scrape m, a subtest each.
+func checkIssued(t *testing.T, name string, m map[string]float64, want []issuedSeries) {
+	t.Helper()
+	for _, tc := range want {
+		t.Run(name+"/"+tc.tag, func(t *testing.T) {
+			v, ok := m[`leaf_ids_issued_total{tag="`+tc.tag+`"}`]
+			if ok != tc.has || v != tc.want {
+				t.Fatalf("issued{tag=%q} = %v (present %v), want %v (present %v)", tc.tag, v, ok, tc.want, tc.has)
+			}
+		})
 	}
 }
