@@ -21,7 +21,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leaf-id/leaf/persist/storetest"
+	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 )
 
 // store is a database the leaf processes of a test share: the environment
@@ -45,10 +45,10 @@ func sqliteStore(t *testing.T, dir string) store {
 }
 
 // mysqlStore is a fresh database on the MariaDB of LEAF_TEST_MYSQL_DSN
-// (skipped when unset, failed when CI=true: storetest.MySQLDSN).
+// (skipped when unset, failed when CI=true: mysqltest.DSN).
 func mysqlStore(t *testing.T) store {
 	t.Helper()
-	return mysqlStoreAt(t, storetest.MySQLDSN(t))
+	return mysqlStoreAt(t, mysqltest.DSN(t))
 }
 
 func mysqlStoreAt(t *testing.T, dsn string) store {

@@ -14,7 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leaf-id/leaf/persist/storetest"
+	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 )
 
 // TestDeletedRow: the tag's row is deleted under a running server. It
@@ -255,7 +255,7 @@ func servesAboveAfterRefusals(t *testing.T, c *redis.Client, tag string, last, h
 // output (at debug level), whether the database answers, cannot be
 // reached, or refuses the password.
 func TestPasswordNotLogged(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)

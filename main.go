@@ -24,6 +24,8 @@ import (
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/httpapi"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/mysql"
+	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -177,13 +179,13 @@ func openStore(ctx context.Context, c config.StoreConfig, seg config.SegmentConf
 		// A database that cannot be reached does not stop the start: leaf
 		// serves TRYAGAIN and reports the state until it answers (see
 		// README, "Database outages"). Other errors do.
-		s, err := persist.OpenMySQLDeferred(ctx, c.DSN, opts)
+		s, err := mysql.OpenDeferred(ctx, c.DSN, opts)
 		if err != nil {
 			return nil, fmt.Errorf("store (mysql %s): %w", c.RedactedDSN(), err)
 		}
 		return s, nil
 	default:
-		s, err := persist.OpenSQLite(ctx, c.DSN, opts)
+		s, err := sqlite.Open(ctx, c.DSN, opts)
 		if err != nil {
 			return nil, fmt.Errorf("store (sqlite %s): %w", c.DSN, err)
 		}

@@ -35,11 +35,13 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/spf13/pflag"
 
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/mysql"
+	"github.com/leaf-id/leaf/persist/sqlite"
 )
 
 // usage is the help of every subcommand.
@@ -196,10 +198,10 @@ func (e *env) openStore(ctx context.Context, readOnly bool) (store, error) {
 	}
 	switch c.Driver {
 	case "mysql":
-		s, err := persist.OpenMySQL(ctx, c.DSN, opts)
+		s, err := mysql.Open(ctx, c.DSN, opts)
 		if err != nil {
-			// persist's error names the DSN without its password.
-			return nil, redactErr(fmt.Errorf("store.driver=mysql: %w", err), c.DSN)
+			// persist's error names no DSN: say which, without its password.
+			return nil, redactErr(fmt.Errorf("store.driver=mysql store.dsn=%s: %w", mysql.RedactDSN(c.DSN), err), c.DSN)
 		}
 		return s, nil
 	default:
@@ -209,7 +211,7 @@ func (e *env) openStore(ctx context.Context, readOnly bool) (store, error) {
 					"(set store.dsn to the file the server uses, or run from the server's working directory)", c.DSN, errNoDatabase)
 			}
 		}
-		s, err := persist.OpenSQLite(ctx, c.DSN, opts)
+		s, err := sqlite.Open(ctx, c.DSN, opts)
 		if err != nil {
 			return nil, fmt.Errorf("store.driver=sqlite store.dsn=%s: %w", c.DSN, err)
 		}
@@ -221,7 +223,7 @@ func (e *env) openStore(ctx context.Context, readOnly bool) (store, error) {
 // appears, in case a driver message quotes it.
 func redactErr(err error, dsn string) error {
 	pass := ""
-	if m, perr := mysql.ParseDSN(dsn); perr == nil {
+	if m, perr := gomysql.ParseDSN(dsn); perr == nil {
 		pass = m.Passwd
 	} else if at := strings.LastIndexByte(dsn, '@'); at > 0 {
 		if _, p, ok := strings.Cut(dsn[:at], ":"); ok {

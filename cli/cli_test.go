@@ -13,6 +13,7 @@ import (
 	"github.com/leaf-id/leaf/cli"
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/server/servertest"
 )
 
@@ -41,9 +42,9 @@ func mustRun(t *testing.T, environ []string, args ...string) result {
 }
 
 // openStore opens the SQLite file for checks, closed at cleanup.
-func openStore(t *testing.T, path string) *persist.SQLite {
+func openStore(t *testing.T, path string) *sqlite.Store {
 	t.Helper()
-	s, err := persist.OpenSQLite(context.Background(), path, persist.Options{CreateSchema: true})
+	s, err := sqlite.Open(context.Background(), path, persist.Options{CreateSchema: true})
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
@@ -237,7 +238,7 @@ func TestBadDSN(t *testing.T) {
 		want []string // substrings of the error
 	}{
 		{"mysql unreachable", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1)/leaf"},
-			[]string{"tags: store.driver=mysql: persist: open mysql leaf:***@tcp(127.0.0.1:1)/leaf:", "database unavailable", "connection refused"}},
+			[]string{"tags: store.driver=mysql store.dsn=leaf:***@tcp(127.0.0.1:1)/leaf: persist: open mysql:", "database unavailable", "connection refused"}},
 		{"mysql malformed", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1/leaf"},
 			[]string{"tags: config: store.dsn: invalid mysql DSN"}},
 		{"mysql no database", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1)/"},

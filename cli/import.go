@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/mysql"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -132,7 +133,7 @@ func redisOptions(from string) (opts *redis.Options, shown string, err error) {
 
 // storeName is the store for messages: driver and DSN without a password.
 func storeName(e *env) string {
-	return e.cfg.Store.Driver + " " + persist.RedactDSN(e.cfg.Store.DSN)
+	return e.cfg.Store.Driver + " " + mysql.RedactDSN(e.cfg.Store.DSN)
 }
 
 // importer raises floors for one import run.

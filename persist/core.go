@@ -34,7 +34,7 @@ const (
 	MaxStep = math.MaxInt32
 )
 
-// Defaults applied by the Open functions to zero Options fields.
+// Defaults applied by the backends' Open functions to zero Options fields.
 const (
 	DefaultQueryTimeout = 5 * time.Second
 	DefaultBusyTimeout  = 5 * time.Second
@@ -50,10 +50,10 @@ type Options struct {
 	// a warning with the statement that creates it.
 	CreateSchema bool
 	// MaxOpenConns caps the connection pool (idle connections are kept up
-	// to the same number). 0: 4 for SQLite, 10 for MySQL.
+	// to the same number). 0: the backend's default (Dialect.MaxOpenConns).
 	MaxOpenConns int
-	// ConnMaxLifetime recycles connections after this long. 0: never for
-	// SQLite, 3 minutes for MySQL (below common proxy and server idle limits).
+	// ConnMaxLifetime recycles connections after this long. 0: the
+	// backend's default (Dialect.ConnMaxLifetime).
 	ConnMaxLifetime time.Duration
 	// BusyTimeout is how long SQLite waits for another connection's or
 	// process's write lock before failing (SQLite only). 0: DefaultBusyTimeout.
@@ -65,61 +65,124 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// dialect is what differs between the SQL backends; everything else (the
-// statements of the Store and Admin methods, validation, retries) is shared.
-type dialect struct {
-	name string
-	// createTable is run when Options.CreateSchema is set.
-	createTable string
-	// guardDDL is the CREATE TABLE of leaf_guard, run when
-	// Options.CreateSchema is set and shown in the warning when the table
-	// is missing. q reads the catalogue: MySQL gives leaf_guard.biz_tag the
-	// collation of the existing leaf_alloc.biz_tag, so both tables tell
-	// tags apart alike.
-	guardDDL func(ctx context.Context, q querier) string
-	// ensureGuard inserts (biz_tag, high) when the tag has no guard row
-	// and leaves an existing row unchanged.
-	ensureGuard string
-	// forUpdate ends a SELECT that must lock what it reads and read the
-	// latest committed version ("" for SQLite: BEGIN IMMEDIATE took the
-	// write lock of the whole file).
-	forUpdate string
-	// insertIfAbsent inserts (biz_tag, step, description) with max_id = 1,
-	// affecting 0 rows when the tag exists, without hiding other errors.
-	insertIfAbsent string
-	// unavailable tells driver errors that mean "cannot reach or did not
-	// answer", beyond the context and net errors that core checks itself.
-	unavailable func(error) bool
-	// retryable tells errors after which the whole transaction was rolled
-	// back and may simply be run again (deadlocks, lock wait timeouts).
-	retryable func(error) bool
-	// noTable tells the error of a query on a missing table.
-	noTable func(error) bool
+// Log returns Logger, or a logger that discards everything when it is nil.
+func (o Options) Log() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
-// core implements Store and Admin on database/sql for one dialect. The SQL
-// sticks to what SQLite, MySQL 5.7+, MariaDB 10.x and TiDB all accept, with
-// ? placeholders for every value: tag names are opaque data.
-type core struct {
+// Backend is what every backend implements: the allocator's Store, the
+// operator's Admin, and Guarded. Core implements it for SQL databases.
+type Backend interface {
+	Store
+	Admin
+	Guarded
+}
+
+// Dialect is what differs between the SQL backends; everything else (the
+// statements of the Store and Admin methods, validation, retries) is
+// shared in Core. A backend for another SQL database is a Dialect and an
+// Open function that hands NewCore its *sql.DB.
+//
+// Every statement, Core's and the dialect's own (EnsureGuard,
+// InsertIfAbsent), is written with ? placeholders; Rebind turns them into
+// the database's form once, when the Core is made.
+type Dialect struct {
+	// Name names the backend in logs ("sqlite", "mysql").
+	Name string
+	// CreateTable is leaf_alloc's CREATE TABLE IF NOT EXISTS, run when
+	// Options.CreateSchema is set.
+	CreateTable string
+	// GuardDDL returns leaf_guard's CREATE TABLE IF NOT EXISTS, run when
+	// Options.CreateSchema is set and shown in the warning when the table
+	// is missing. q reads the catalogue (as written: no Rebind), e.g. so
+	// that leaf_guard.biz_tag compares tags as leaf_alloc.biz_tag does.
+	GuardDDL func(ctx context.Context, q Querier) string
+	// EnsureGuard inserts (biz_tag, high) when the tag has no guard row
+	// and leaves an existing row unchanged.
+	EnsureGuard string
+	// ForUpdate ends a SELECT that must lock what it reads and read the
+	// latest committed version ("" where the transaction already holds the
+	// write lock, as SQLite's BEGIN IMMEDIATE does).
+	ForUpdate string
+	// InsertIfAbsent inserts (biz_tag, step, description) with max_id = 1,
+	// affecting 0 rows when the tag exists, without hiding other errors.
+	InsertIfAbsent string
+	// Rebind rewrites a statement's ? placeholders into the database's
+	// form (NumberedPlaceholders for $1, $2, ...); nil keeps ?.
+	Rebind func(query string) string
+	// Unavailable tells driver errors that mean "cannot reach or did not
+	// answer", beyond the context and net errors that Core checks itself.
+	Unavailable func(error) bool
+	// Retryable tells errors after which the whole transaction was rolled
+	// back and may simply be run again (deadlocks, lock wait timeouts,
+	// serialization failures).
+	Retryable func(error) bool
+	// NoTable tells the error of a query on a missing table.
+	NoTable func(error) bool
+	// MaxOpenConns and ConnMaxLifetime are the pool's defaults, for zero
+	// Options fields (ConnMaxLifetime 0: never recycled).
+	MaxOpenConns    int
+	ConnMaxLifetime time.Duration
+}
+
+// NumberedPlaceholders is a Dialect.Rebind for databases that number their
+// placeholders (PostgreSQL): every ? becomes $1, $2, ... in order. The
+// statements it is given hold no ? inside string literals.
+func NumberedPlaceholders(query string) string {
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	for i := range len(query) {
+		if query[i] != '?' {
+			b.WriteByte(query[i])
+			continue
+		}
+		n++
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String()
+}
+
+// Querier is what *sql.DB and *sql.Tx share for queries of one row.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Core implements Backend on database/sql for one Dialect. The SQL sticks
+// to what SQLite, MySQL 5.7+, MariaDB 10.x and TiDB accept, with a
+// placeholder for every value (tag names are opaque data), and is written
+// to suit PostgreSQL too, with Rebind: no placeholder whose type the
+// database would infer from an INT column. A backend's Open makes its
+// *sql.DB, runs its own checks (DB, Deadline, Wrap), then InitSchema, and
+// hands the Core out as its Backend.
+type Core struct {
 	db           *sql.DB
-	d            *dialect
+	d            *Dialect
+	q            statements
 	queryTimeout time.Duration
 	log          *slog.Logger
 	// guard: the leaf_guard table is there, so Take and GiveBack keep the
-	// persistent high-water mark. Set by initSchema, before any other use.
+	// persistent high-water mark. Set by InitSchema, before any other use.
 	guard bool
 }
 
-func newCore(db *sql.DB, d *dialect, opts Options) *core {
+// NewCore makes the shared SQL core over db, which it owns from now on
+// (Close closes it), and sizes db's pool from opts, with the dialect's
+// defaults for zero fields. It does not touch the database: the backend
+// calls InitSchema next.
+func NewCore(db *sql.DB, d *Dialect, opts Options) *Core {
 	qt := opts.QueryTimeout
 	if qt == 0 {
 		qt = DefaultQueryTimeout
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if db != nil {
+		pool(db, opts, d.MaxOpenConns, d.ConnMaxLifetime)
 	}
-	return &core{db: db, d: d, queryTimeout: qt, log: log}
+	return &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log()}
 }
 
 // pool applies the pool settings of opts, with the backend's defaults.
@@ -139,43 +202,97 @@ func pool(db *sql.DB, opts Options, defConns int, defLifetime time.Duration) {
 	db.SetConnMaxLifetime(life)
 }
 
+// DB is the database handle, for a backend's own checks at open.
+func (c *Core) DB() *sql.DB { return c.db }
+
 const columns = `biz_tag, max_id, step, description, update_time`
 
-// initSchema creates the tables when asked and checks that leaf_alloc is
+// statements are every statement Core runs, in the dialect's placeholder
+// form, made once by NewCore.
+type statements struct {
+	checkAlloc, checkGuard       string
+	takeSize, takeStep, readTake string
+	ensureGuard, readGuarded     string
+	moveRange, raiseGuard        string
+	tags, readTag, exists        string
+	insertIfAbsent               string
+	giveBack, lowerGuard         string
+	setStep, raiseFloor          string
+}
+
+func newStatements(d *Dialect) statements {
+	rebind := d.Rebind
+	if rebind == nil {
+		rebind = func(q string) string { return q }
+	}
+	return statements{
+		checkAlloc: `SELECT ` + columns + ` FROM leaf_alloc WHERE 1 = 0`,
+		checkGuard: `SELECT biz_tag, high FROM leaf_guard WHERE 1 = 0`,
+		// The WHERE clauses refuse an overflow instead of letting the
+		// database fail (MySQL) or turn max_id into a float (SQLite). The
+		// bound of takeStep is a literal: a placeholder there would take
+		// step's type (INT) where the database infers types (PostgreSQL).
+		takeSize: rebind(`UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ? AND max_id <= ?`),
+		takeStep: rebind(`UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ? AND step > 0 AND max_id <= ` + strconv.FormatInt(math.MaxInt64, 10) +
+			` - (CASE WHEN step > 0 THEN step ELSE 0 END)`),
+		readTake:    rebind(`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`),
+		ensureGuard: rebind(d.EnsureGuard),
+		readGuarded: rebind(`SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
+			WHERE a.biz_tag = ? AND g.biz_tag = ?` + d.ForUpdate),
+		moveRange: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ?`),
+		raiseGuard:     rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ?`),
+		tags:           `SELECT ` + columns + ` FROM leaf_alloc ORDER BY biz_tag`,
+		readTag:        rebind(`SELECT ` + columns + ` FROM leaf_alloc WHERE biz_tag = ?`),
+		exists:         rebind(`SELECT 1 FROM leaf_alloc WHERE biz_tag = ?`),
+		insertIfAbsent: rebind(d.InsertIfAbsent),
+		giveBack: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ? AND max_id = ?`),
+		lowerGuard: rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high = ?`),
+		setStep: rebind(`UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ?`),
+		raiseFloor: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ? AND max_id < ?`),
+	}
+}
+
+// InitSchema creates the tables when asked and checks that leaf_alloc is
 // there with Leaf's columns. leaf_guard is optional: when it is missing
 // (and create is off) the persistent guard is off and a warning says how
 // to create it; when it is there it must have leaf's columns.
-func (c *core) initSchema(ctx context.Context, create bool) error {
-	ctx, cancel := c.deadline(ctx)
+func (c *Core) InitSchema(ctx context.Context, create bool) error {
+	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	if err := c.db.PingContext(ctx); err != nil {
-		return c.wrap(err)
+		return c.Wrap(err)
 	}
 	if create {
-		if _, err := c.db.ExecContext(ctx, c.d.createTable); err != nil {
-			return fmt.Errorf("create table leaf_alloc: %w", c.wrap(err))
+		if _, err := c.db.ExecContext(ctx, c.d.CreateTable); err != nil {
+			return fmt.Errorf("create table leaf_alloc: %w", c.Wrap(err))
 		}
 	}
-	if err := c.checkTable(ctx, `SELECT `+columns+` FROM leaf_alloc WHERE 1 = 0`); err != nil {
-		if c.d.noTable(err) {
+	if err := c.checkTable(ctx, c.q.checkAlloc); err != nil {
+		if c.d.NoTable(err) {
 			return fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
 		}
 		return err
 	}
-	ddl := c.d.guardDDL(ctx, c.db)
+	ddl := c.d.GuardDDL(ctx, c.db)
 	if create {
 		if _, err := c.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create table leaf_guard: %w", c.wrap(err))
+			return fmt.Errorf("create table leaf_guard: %w", c.Wrap(err))
 		}
 	}
-	if err := c.checkTable(ctx, `SELECT biz_tag, high FROM leaf_guard WHERE 1 = 0`); err != nil {
-		if !c.d.noTable(err) {
+	if err := c.checkTable(ctx, c.q.checkGuard); err != nil {
+		if !c.d.NoTable(err) {
 			return fmt.Errorf("table leaf_guard (want biz_tag, high): %w", err)
 		}
 		c.log.Warn("persist: table leaf_guard is missing and schema creation is off, so the persistent guard is off: "+
 			"a server that starts after a row was deleted and re-created, or after max_id was lowered by hand, "+
 			"hands out IDs again that were handed out before; create the table to turn the guard on "+
-			"(store.create_schema: true creates it)", "backend", c.d.name, "sql", ddl)
+			"(store.create_schema: true creates it)", "backend", c.d.Name, "sql", ddl)
 		return nil
 	}
 	c.guard = true
@@ -183,29 +300,29 @@ func (c *core) initSchema(ctx context.Context, create bool) error {
 }
 
 // checkTable runs query (a SELECT of the columns leaf needs, matching no
-// row). A missing table comes back as the driver's error (d.noTable tells
+// row). A missing table comes back as the driver's error (Dialect.NoTable tells
 // it); a failure to reach the database wrapped with ErrUnavailable; any
 // other error as ErrSchema.
-func (c *core) checkTable(ctx context.Context, query string) error {
+func (c *Core) checkTable(ctx context.Context, query string) error {
 	rows, err := c.db.QueryContext(ctx, query)
 	if err != nil {
 		switch {
-		case c.d.noTable(err):
+		case c.d.NoTable(err):
 			return err
 		case c.isUnavailable(err):
-			return c.wrap(err)
+			return c.Wrap(err)
 		}
 		return fmt.Errorf("%w: %w", ErrSchema, err)
 	}
-	return c.wrap(rows.Close())
+	return c.Wrap(rows.Close())
 }
 
 // GuardEnabled reports whether the persistent guard is on: the leaf_guard
 // table was there when the store was opened.
-func (c *core) GuardEnabled() bool { return c.guard }
+func (c *Core) GuardEnabled() bool { return c.guard }
 
-// deadline puts the query timeout on ctx when it has no deadline.
-func (c *core) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+// Deadline puts the query timeout on ctx when it has no deadline.
+func (c *Core) Deadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok || c.queryTimeout < 0 {
 		return ctx, func() {}
 	}
@@ -214,7 +331,7 @@ func (c *core) deadline(ctx context.Context) (context.Context, context.CancelFun
 
 // isUnavailable tells errors that mean the database could not be reached
 // or did not answer in time.
-func (c *core) isUnavailable(err error) bool {
+func (c *Core) isUnavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) {
 		return true
@@ -223,12 +340,12 @@ func (c *core) isUnavailable(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
-	return c.d.unavailable(err)
+	return c.d.Unavailable(err)
 }
 
-// wrap adds ErrUnavailable to the chain of connection and timeout errors,
+// Wrap adds ErrUnavailable to the chain of connection and timeout errors,
 // keeping the original error in the chain too.
-func (c *core) wrap(err error) error {
+func (c *Core) Wrap(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
 	}
@@ -248,8 +365,8 @@ const (
 
 // do runs fn under the query deadline, retrying it while it fails with a
 // retryable error, and wraps the final error with the operation's name.
-func (c *core) do(ctx context.Context, op, tag string, fn func(context.Context) error) error {
-	ctx, cancel := c.deadline(ctx)
+func (c *Core) do(ctx context.Context, op, tag string, fn func(context.Context) error) error {
+	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
@@ -257,7 +374,7 @@ func (c *core) do(ctx context.Context, op, tag string, fn func(context.Context) 
 		if err == nil {
 			return nil
 		}
-		if attempt == maxAttempts || !c.d.retryable(err) || ctx.Err() != nil {
+		if attempt == maxAttempts || !c.d.Retryable(err) || ctx.Err() != nil {
 			return c.opErr(op, tag, err)
 		}
 		// Half fixed, half random, so that the transactions that collided
@@ -266,7 +383,7 @@ func (c *core) do(ctx context.Context, op, tag string, fn func(context.Context) 
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return c.opErr(op, tag, err)
 		}
-		c.log.Debug("persist: retrying", "backend", c.d.name, "op", op, "tag", tag, "attempt", attempt, "wait", wait, "err", err)
+		c.log.Debug("persist: retrying", "backend", c.d.Name, "op", op, "tag", tag, "attempt", attempt, "wait", wait, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -279,16 +396,16 @@ func (c *core) do(ctx context.Context, op, tag string, fn func(context.Context) 
 }
 
 // opErr names the operation and the tag (if any) in front of err.
-func (c *core) opErr(op, tag string, err error) error {
+func (c *Core) opErr(op, tag string, err error) error {
 	if tag == "" {
-		return fmt.Errorf("%s: %w", op, c.wrap(err))
+		return fmt.Errorf("%s: %w", op, c.Wrap(err))
 	}
-	return fmt.Errorf("%s %q: %w", op, tag, c.wrap(err))
+	return fmt.Errorf("%s %q: %w", op, tag, c.Wrap(err))
 }
 
 // inTx runs fn in a transaction and commits it. With SQLite the driver
 // begins it IMMEDIATE, so the write lock is taken up front.
-func (c *core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (c *Core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -307,7 +424,7 @@ func (c *core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 // no row; ErrOverflow, with the row unchanged, when max_id would pass
 // math.MaxInt64; ErrInvalid for a bad tag, or when size <= 0 and the row's
 // step is not positive.
-func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) {
+func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) {
 	if err := checkTag(tag); err != nil {
 		return Range{}, fmt.Errorf("take %q: %w", tag, err)
 	}
@@ -316,15 +433,10 @@ func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			var n int64
 			var err error
-			// The WHERE clause refuses an overflow instead of letting the
-			// database fail (MySQL) or turn max_id into a float (SQLite).
 			if size > 0 {
-				n, err = affected(ctx, tx, `UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP
-					WHERE biz_tag = ? AND max_id <= ?`, size, tag, math.MaxInt64-size)
+				n, err = affected(ctx, tx, c.q.takeSize, size, tag, math.MaxInt64-size)
 			} else {
-				n, err = affected(ctx, tx, `UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
-					WHERE biz_tag = ? AND step > 0 AND max_id <= ? - (CASE WHEN step > 0 THEN step ELSE 0 END)`,
-					tag, int64(math.MaxInt64))
+				n, err = affected(ctx, tx, c.q.takeStep, tag)
 			}
 			if err != nil {
 				return err
@@ -335,7 +447,7 @@ func (c *core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 			if guarded {
 				maxID, step, high, err = c.readGuarded(ctx, tx, tag)
 			} else {
-				err = tx.QueryRowContext(ctx, `SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`, tag).Scan(&maxID, &step)
+				err = tx.QueryRowContext(ctx, c.q.readTake, tag).Scan(&maxID, &step)
 			}
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrNotFound
@@ -382,12 +494,11 @@ const noGuard = math.MinInt64
 // (TiDB reads at the transaction's start); and as the row exists, InnoDB
 // locks that row only, where a locking read of a missing key takes a gap
 // lock that would make the first Takes of different tags deadlock.
-func (c *core) readGuarded(ctx context.Context, tx *sql.Tx, tag string) (maxID, step, high int64, err error) {
-	if _, err = tx.ExecContext(ctx, c.d.ensureGuard, tag, int64(noGuard)); err != nil {
+func (c *Core) readGuarded(ctx context.Context, tx *sql.Tx, tag string) (maxID, step, high int64, err error) {
+	if _, err = tx.ExecContext(ctx, c.q.ensureGuard, tag, int64(noGuard)); err != nil {
 		return 0, 0, 0, err
 	}
-	err = tx.QueryRowContext(ctx, `SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
-		WHERE a.biz_tag = ? AND g.biz_tag = ?`+c.d.forUpdate, tag, tag).Scan(&maxID, &step, &high)
+	err = tx.QueryRowContext(ctx, c.q.readGuarded, tag, tag).Scan(&maxID, &step, &high)
 	return maxID, step, high, err
 }
 
@@ -398,28 +509,27 @@ func (c *core) readGuarded(ctx context.Context, tx *sql.Tx, tag string) (maxID, 
 // [high, high+size) and max_id set to its end, in the same transaction
 // (ErrOverflow, all rolled back, when that passes math.MaxInt64). Then the
 // guard is raised to the range's end, which is above high either way.
-func (c *core) guardTake(ctx context.Context, tx *sql.Tx, tag string, high int64, r *Range) error {
+func (c *Core) guardTake(ctx context.Context, tx *sql.Tx, tag string, high int64, r *Range) error {
 	if high > r.Start {
 		size := r.Size()
 		if high > math.MaxInt64-size {
 			return fmt.Errorf("%w: the guard is at %d, max_id at %d", ErrOverflow, high, r.End)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
-			WHERE biz_tag = ?`, high+size, tag); err != nil {
+		if _, err := tx.ExecContext(ctx, c.q.moveRange, high+size, tag); err != nil {
 			return err
 		}
 		*r = Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE leaf_guard SET high = ? WHERE biz_tag = ?`, r.End, tag)
+	_, err := tx.ExecContext(ctx, c.q.raiseGuard, r.End, tag)
 	return err
 }
 
 // Tags lists every row, ordered by name.
-func (c *core) Tags(ctx context.Context) ([]Tag, error) {
+func (c *Core) Tags(ctx context.Context) ([]Tag, error) {
 	var tags []Tag
 	err := c.do(ctx, "tags", "", func(ctx context.Context) error {
 		tags = tags[:0]
-		rows, err := c.db.QueryContext(ctx, `SELECT `+columns+` FROM leaf_alloc ORDER BY biz_tag`)
+		rows, err := c.db.QueryContext(ctx, c.q.tags)
 		if err != nil {
 			return err
 		}
@@ -440,14 +550,14 @@ func (c *core) Tags(ctx context.Context) ([]Tag, error) {
 }
 
 // Tag reads one row; ErrNotFound when missing.
-func (c *core) Tag(ctx context.Context, name string) (Tag, error) {
+func (c *Core) Tag(ctx context.Context, name string) (Tag, error) {
 	if err := checkTag(name); err != nil {
 		return Tag{}, fmt.Errorf("tag %q: %w", name, err)
 	}
 	var t Tag
 	err := c.do(ctx, "tag", name, func(ctx context.Context) error {
 		var err error
-		t, err = readTag(ctx, c.db, name)
+		t, err = c.readTag(ctx, c.db, name)
 		return err
 	})
 	return t, err
@@ -456,7 +566,7 @@ func (c *core) Tag(ctx context.Context, name string) (Tag, error) {
 // Create inserts a tag with max_id = 1. It reports false, and no error,
 // when the tag already exists; that row is left untouched. ErrInvalid for
 // a bad tag, a step outside [1, MaxStep] or a description that is too long.
-func (c *core) Create(ctx context.Context, name string, step int64, description string) (bool, error) {
+func (c *Core) Create(ctx context.Context, name string, step int64, description string) (bool, error) {
 	if err := checkTag(name); err != nil {
 		return false, fmt.Errorf("create %q: %w", name, err)
 	}
@@ -468,7 +578,7 @@ func (c *core) Create(ctx context.Context, name string, step int64, description 
 	}
 	var created bool
 	err := c.do(ctx, "create", name, func(ctx context.Context) error {
-		n, err := affected(ctx, c.db, c.d.insertIfAbsent, name, step, description)
+		n, err := affected(ctx, c.db, c.q.insertIfAbsent, name, step, description)
 		created = n == 1
 		return err
 	})
@@ -482,7 +592,7 @@ func (c *core) Create(ctx context.Context, name string, step int64, description 
 // above it. A guard above `from` (max_id was lowered by hand below IDs
 // handed out) stays where it is. ErrInvalid unless 1 <= to < from;
 // ErrNotFound when the row does not exist.
-func (c *core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
+func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
 	if err := checkTag(tag); err != nil {
 		return false, fmt.Errorf("give back %q: %w", tag, err)
 	}
@@ -494,17 +604,16 @@ func (c *core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			// to != from, so "changed" and "matched" are the same count on
 			// MySQL, which reports changed rows.
-			n, err := affected(ctx, tx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
-				WHERE biz_tag = ? AND max_id = ?`, to, tag, from)
+			n, err := affected(ctx, tx, c.q.giveBack, to, tag, from)
 			if err != nil {
 				return err
 			}
 			matched = n == 1
 			if !matched {
-				return exists(ctx, tx, tag)
+				return c.exists(ctx, tx, tag)
 			}
 			if c.guard {
-				_, err = tx.ExecContext(ctx, `UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high = ?`, to, tag, from)
+				_, err = tx.ExecContext(ctx, c.q.lowerGuard, to, tag, from)
 			}
 			return err
 		})
@@ -514,7 +623,7 @@ func (c *core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 
 // SetStep changes the table's step. ErrNotFound when missing; ErrInvalid
 // for a step outside [1, MaxStep].
-func (c *core) SetStep(ctx context.Context, tag string, step int64) error {
+func (c *Core) SetStep(ctx context.Context, tag string, step int64) error {
 	if err := checkTag(tag); err != nil {
 		return fmt.Errorf("set step %q: %w", tag, err)
 	}
@@ -523,15 +632,14 @@ func (c *core) SetStep(ctx context.Context, tag string, step int64) error {
 	}
 	return c.do(ctx, "set step", tag, func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
-			n, err := affected(ctx, tx, `UPDATE leaf_alloc SET step = ?, update_time = CURRENT_TIMESTAMP
-				WHERE biz_tag = ?`, step, tag)
+			n, err := affected(ctx, tx, c.q.setStep, step, tag)
 			if err != nil {
 				return err
 			}
 			if n == 0 {
 				// MySQL counts changed rows: 0 also when the step and
 				// the second of update_time were already those.
-				return exists(ctx, tx, tag)
+				return c.exists(ctx, tx, tag)
 			}
 			return nil
 		})
@@ -541,7 +649,7 @@ func (c *core) SetStep(ctx context.Context, tag string, step int64) error {
 // RaiseFloor sets max_id = floor+1 when max_id is lower, never lowering it,
 // and returns the row after the change and whether max_id moved.
 // ErrNotFound when missing; ErrOverflow when floor is math.MaxInt64.
-func (c *core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bool, error) {
+func (c *Core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bool, error) {
 	if err := checkTag(tag); err != nil {
 		return Tag{}, false, fmt.Errorf("raise floor %q: %w", tag, err)
 	}
@@ -554,13 +662,12 @@ func (c *core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			// max_id < floor+1 makes every matched row a changed row, so
 			// MySQL's changed-rows count is the matched count here.
-			n, err := affected(ctx, tx, `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
-				WHERE biz_tag = ? AND max_id < ?`, floor+1, tag, floor+1)
+			n, err := affected(ctx, tx, c.q.raiseFloor, floor+1, tag, floor+1)
 			if err != nil {
 				return err
 			}
 			moved = n == 1
-			t, err = readTag(ctx, tx, tag)
+			t, err = c.readTag(ctx, tx, tag)
 			return err
 		})
 	})
@@ -571,7 +678,7 @@ func (c *core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 }
 
 // Close releases the database handle.
-func (c *core) Close() error { return c.db.Close() }
+func (c *Core) Close() error { return c.db.Close() }
 
 // execer is what *sql.DB and *sql.Tx share for statements.
 type execer interface {
@@ -587,13 +694,8 @@ func affected(ctx context.Context, e execer, query string, args ...any) (int64, 
 	return res.RowsAffected()
 }
 
-// querier is what *sql.DB and *sql.Tx share.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func readTag(ctx context.Context, q querier, name string) (Tag, error) {
-	t, err := scanTag(q.QueryRowContext(ctx, `SELECT `+columns+` FROM leaf_alloc WHERE biz_tag = ?`, name))
+func (c *Core) readTag(ctx context.Context, q Querier, name string) (Tag, error) {
+	t, err := scanTag(q.QueryRowContext(ctx, c.q.readTag, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Tag{}, ErrNotFound
 	}
@@ -601,9 +703,9 @@ func readTag(ctx context.Context, q querier, name string) (Tag, error) {
 }
 
 // exists returns nil when the row exists and ErrNotFound when it does not.
-func exists(ctx context.Context, q querier, name string) error {
+func (c *Core) exists(ctx context.Context, q Querier, name string) error {
 	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM leaf_alloc WHERE biz_tag = ?`, name).Scan(&one)
+	err := q.QueryRowContext(ctx, c.q.exists, name).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ErrNotFound
 	}

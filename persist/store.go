@@ -3,8 +3,11 @@
 //
 // A Store is the whole contract between the allocator and a database: take a
 // range by moving max_id up in one transaction, list and read tags, create a
-// tag, and give an unused tail back with a compare-and-set. Every backend
-// (sqlite.go, mysql.go) passes the shared conformance suite in storetest.
+// tag, and give an unused tail back with a compare-and-set. Each backend is
+// a package of its own (persist/sqlite, persist/mysql), so that the
+// allocator links no database driver; every one passes the shared
+// conformance suite in persist/storetest. The SQL backends share Core, the
+// statements and retries, and differ only in a Dialect.
 //
 // Next to Leaf's table, a second one of leaf's own, leaf_guard, keeps per tag
 // the end of the highest range handed out (the persistent guard, Guarded):
@@ -31,6 +34,9 @@ var (
 	// ErrUnavailable: the database could not be reached or did not answer
 	// in time. Other driver errors are wrapped as they come.
 	ErrUnavailable = errors.New("persist: database unavailable")
+	// ErrClosed: the store was closed (a store that opens its database
+	// lazily answers it after Close).
+	ErrClosed = errors.New("persist: store is closed")
 )
 
 // Tag is one row of leaf_alloc.

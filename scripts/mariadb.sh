@@ -23,7 +23,7 @@
 # new DSN).
 #
 # The user "leaf" may create and drop databases named leaf*, which is what
-# persist/storetest.MySQLDSN does: one fresh database per test. Typical use:
+# persist/mysql/mysqltest.DSN does: one fresh database per test. Typical use:
 #
 #   eval "export $(scripts/mariadb.sh start /tmp/leaf-mariadb)"
 #   go test -race ./persist/...

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
 )
 
 // BenchmarkStart100kTags is leaf's start-up with 100,000 tags on SQLite:
@@ -17,7 +18,7 @@ func BenchmarkStart100kTags(b *testing.B) {
 	const n = 100_000
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "leaf.db")
-	st, err := persist.OpenSQLite(ctx, path, persist.Options{CreateSchema: true})
+	st, err := sqlite.Open(ctx, path, persist.Options{CreateSchema: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -32,7 +33,7 @@ func newAlloc(tb testing.TB, path string, so segment.Options, wrap func(persist.
 		path = filepath.Join(tb.TempDir(), "leaf.db")
 	}
 	ctx := context.Background()
-	db, err := persist.OpenSQLite(ctx, path, persist.Options{CreateSchema: true})
+	db, err := sqlite.Open(ctx, path, persist.Options{CreateSchema: true})
 	if err != nil {
 		tb.Fatal(err)
 	}

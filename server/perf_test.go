@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -108,7 +109,7 @@ func TestNoStoreWaitsAfterWarmup(t *testing.T) {
 func fillTags(tb testing.TB, path string, n int) {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := persist.OpenSQLite(ctx, path, persist.Options{CreateSchema: true})
+	st, err := sqlite.Open(ctx, path, persist.Options{CreateSchema: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestManyTagsMemory(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "leaf.db")
 	fillTags(t, path, n)
-	db, err := persist.OpenSQLite(ctx, path, persist.Options{})
+	db, err := sqlite.Open(ctx, path, persist.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

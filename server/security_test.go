@@ -20,7 +20,8 @@ import (
 
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
-	"github.com/leaf-id/leaf/persist/storetest"
+	"github.com/leaf-id/leaf/persist/mysql"
+	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
@@ -265,9 +266,9 @@ func TestSQLLookingTagSQLite(t *testing.T) {
 // TestSQLLookingTagMariaDB: the same on MariaDB (a fresh database; skipped
 // without LEAF_TEST_MYSQL_DSN, failed under CI=true).
 func TestSQLLookingTagMariaDB(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	ctx := context.Background()
-	store, err := persist.OpenMySQL(ctx, dsn, persist.Options{CreateSchema: true, QueryTimeout: 30 * time.Second})
+	store, err := mysql.Open(ctx, dsn, persist.Options{CreateSchema: true, QueryTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,13 @@
 // Package storetest is the conformance suite that every persist backend
-// runs, and helpers that give other packages' tests a real store.
+// runs.
 //
 // A backend's test calls Run with a function that prepares a fresh, empty
-// database (a DB):
+// database (a DB, made with NewDB):
 //
-//	func TestSQLite(t *testing.T) { storetest.Run(t, storetest.SQLite) }
+//	func TestSQLite(t *testing.T) { storetest.Run(t, newDB) }
+//
+// storetest imports no driver: each backend's package (and its test
+// helpers, such as mysqltest) brings its own.
 //
 // Calling DB.Open twice gives two independent handles (two connection
 // pools) on the same database, which is how the suite checks that servers

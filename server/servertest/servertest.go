@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -40,7 +41,7 @@ type Instance struct {
 	Alloc  *segment.Allocator
 	Store  persist.Store // what the allocator uses (wrapped when Wrap is set)
 
-	sqlite   *persist.SQLite
+	sqlite   *sqlite.Store
 	served   chan error
 	stopOnce sync.Once
 	stopErr  error
@@ -55,7 +56,7 @@ func Start(tb testing.TB, opts Options) *Instance {
 	if path == "" {
 		path = filepath.Join(tb.TempDir(), "leaf.db")
 	}
-	db, err := persist.OpenSQLite(ctx, path, persist.Options{CreateSchema: true})
+	db, err := sqlite.Open(ctx, path, persist.Options{CreateSchema: true})
 	if err != nil {
 		tb.Fatalf("servertest: open sqlite %s: %v", path, err)
 	}

@@ -1,4 +1,4 @@
-package persist_test
+package mysql_test
 
 // Database faults against a real MariaDB: lock waits retried with backoff, a hung server bounded by the deadline, a database that is
 // down when the store opens.
@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leaf-id/leaf/persist"
-	"github.com/leaf-id/leaf/persist/storetest"
+	"github.com/leaf-id/leaf/persist/mysql"
+	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 )
 
 // retryLog is a slog handler that keeps every record and signals each
@@ -66,7 +67,7 @@ func (h *retryLog) retried() []string {
 // withParam returns dsn with one more connection parameter.
 func withParam(t *testing.T, dsn, key, value string) string {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +102,10 @@ func lockedRow(t *testing.T, dsn, tag string) *sql.Tx {
 // openLockTest opens a store whose session gives up a lock wait after one
 // second (error 1205), with the given query timeout and a retry log, and
 // creates tag "t" with step 10.
-func openLockTest(t *testing.T, dsn string, timeout time.Duration) (*persist.MySQL, *retryLog) {
+func openLockTest(t *testing.T, dsn string, timeout time.Duration) (*mysql.Store, *retryLog) {
 	t.Helper()
 	h := newRetryLog()
-	s, err := persist.OpenMySQL(t.Context(), withParam(t, dsn, "innodb_lock_wait_timeout", "1"),
+	s, err := mysql.Open(t.Context(), withParam(t, dsn, "innodb_lock_wait_timeout", "1"),
 		persist.Options{CreateSchema: true, QueryTimeout: timeout, Logger: slog.New(h)})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func openLockTest(t *testing.T, dsn string, timeout time.Duration) (*persist.MyS
 // A lock wait timeout (1205) is retried with backoff: a Take that meets a
 // row lock held for less than its deadline completes once it is released.
 func TestMySQLLockWaitRetried(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	s, h := openLockTest(t, dsn, 30*time.Second)
 	tx := lockedRow(t, dsn, "t")
 
@@ -154,7 +155,7 @@ func TestMySQLLockWaitRetried(t *testing.T) {
 // A lock held past the deadline: the retries stop at the deadline and the
 // error is ErrUnavailable, with the row unchanged.
 func TestMySQLLockWaitPastDeadline(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	s, h := openLockTest(t, dsn, 2500*time.Millisecond)
 	tx := lockedRow(t, dsn, "t")
 
@@ -298,7 +299,7 @@ func (p *faultProxy) close() {
 // viaAddr returns dsn with its address replaced.
 func viaAddr(t *testing.T, dsn, addr string) string {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func viaAddr(t *testing.T, dsn, addr string) string {
 
 func dsnAddr(t *testing.T, dsn string) string {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,10 +320,10 @@ func dsnAddr(t *testing.T, dsn string) string {
 // hang a call: the query deadline ends it with ErrUnavailable, and once
 // the server answers again the store works without being reopened.
 func TestMySQLHungServer(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	p := newFaultProxy(t, "127.0.0.1:0", dsnAddr(t, dsn))
 	const timeout = 500 * time.Millisecond
-	s, err := persist.OpenMySQL(t.Context(), viaAddr(t, dsn, p.ln.Addr().String()),
+	s, err := mysql.Open(t.Context(), viaAddr(t, dsn, p.ln.Addr().String()),
 		persist.Options{CreateSchema: true, QueryTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
@@ -354,9 +355,9 @@ func TestMySQLHungServer(t *testing.T) {
 	}
 	// A fresh connection to a hung server is bounded too: the handshake
 	// never comes.
-	_, err = persist.OpenMySQL(t.Context(), viaAddr(t, dsn, p.ln.Addr().String()), persist.Options{QueryTimeout: timeout})
+	_, err = mysql.Open(t.Context(), viaAddr(t, dsn, p.ln.Addr().String()), persist.Options{QueryTimeout: timeout})
 	if !errors.Is(err, persist.ErrUnavailable) {
-		t.Errorf("OpenMySQL on a hung server: err = %v, want ErrUnavailable", err)
+		t.Errorf("Open on a hung server: err = %v, want ErrUnavailable", err)
 	}
 
 	p.resume()
@@ -373,11 +374,11 @@ func TestMySQLHungServer(t *testing.T) {
 	}
 }
 
-// OpenMySQLDeferred starts while the database refuses connections: calls
+// OpenDeferred starts while the database refuses connections: calls
 // fail with ErrUnavailable, then work once it listens, with the table
 // created on the way. A refused password is not waited for.
 func TestMySQLDeferred(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	// A port nothing listens on now; the proxy takes it later.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -387,9 +388,9 @@ func TestMySQLDeferred(t *testing.T) {
 	ln.Close()
 
 	opts := persist.Options{CreateSchema: true, QueryTimeout: 5 * time.Second}
-	d, err := persist.OpenMySQLDeferred(t.Context(), viaAddr(t, dsn, addr), opts)
+	d, err := mysql.OpenDeferred(t.Context(), viaAddr(t, dsn, addr), opts)
 	if err != nil {
-		t.Fatalf("OpenMySQLDeferred with the database down: %v", err)
+		t.Fatalf("OpenDeferred with the database down: %v", err)
 	}
 	defer d.Close()
 	if d.Opened() || d.GuardEnabled() {
@@ -435,10 +436,10 @@ func TestMySQLDeferred(t *testing.T) {
 		t.Fatalf("Take after Close: err = %v, want ErrClosed", err)
 	}
 
-	cfg, _ := mysql.ParseDSN(dsn)
+	cfg, _ := gomysql.ParseDSN(dsn)
 	cfg.Passwd = "wrong-" + cfg.Passwd
-	_, err = persist.OpenMySQLDeferred(t.Context(), cfg.FormatDSN(), opts)
+	_, err = mysql.OpenDeferred(t.Context(), cfg.FormatDSN(), opts)
 	if err == nil || errors.Is(err, persist.ErrUnavailable) || strings.Contains(err.Error(), cfg.Passwd) {
-		t.Fatalf("OpenMySQLDeferred with a wrong password: err = %v, want a refusal now, without the password", err)
+		t.Fatalf("OpenDeferred with a wrong password: err = %v, want a refusal now, without the password", err)
 	}
 }

@@ -1,4 +1,4 @@
-package persist_test
+package mysql_test
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/mysql"
+	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/storetest"
 )
 
-func TestMySQL(t *testing.T) { storetest.Run(t, storetest.MySQL) }
+func TestMySQL(t *testing.T) { storetest.Run(t, mysqltest.DB) }
 
 func TestRedactDSN(t *testing.T) {
 	tests := []struct{ dsn, want string }{
@@ -30,7 +32,7 @@ func TestRedactDSN(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.dsn, func(t *testing.T) {
-			if got := persist.RedactDSN(tc.dsn); got != tc.want {
+			if got := mysql.RedactDSN(tc.dsn); got != tc.want {
 				t.Errorf("RedactDSN(%q) = %q, want %q", tc.dsn, got, tc.want)
 			}
 		})
@@ -38,7 +40,7 @@ func TestRedactDSN(t *testing.T) {
 }
 
 // Open errors say what went wrong without the password.
-func TestOpenMySQLErrors(t *testing.T) {
+func TestOpenErrors(t *testing.T) {
 	const pw = "s3cr3t-pw"
 	tests := []struct {
 		name string
@@ -55,7 +57,7 @@ func TestOpenMySQLErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			_, err := persist.OpenMySQL(ctx, tc.dsn, persist.Options{CreateSchema: true})
+			_, err := mysql.Open(ctx, tc.dsn, persist.Options{CreateSchema: true})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
@@ -67,12 +69,12 @@ func TestOpenMySQLErrors(t *testing.T) {
 }
 
 func TestMySQLWithoutSchema(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
-	_, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{})
+	dsn := mysqltest.DSN(t)
+	_, err := mysql.Open(t.Context(), dsn, persist.Options{})
 	if !errors.Is(err, persist.ErrSchema) || !strings.Contains(err.Error(), "leaf_alloc") {
 		t.Fatalf("err = %v, want ErrSchema naming leaf_alloc", err)
 	}
-	cfg, _ := mysql.ParseDSN(dsn)
+	cfg, _ := gomysql.ParseDSN(dsn)
 	if strings.Contains(err.Error(), cfg.Passwd) {
 		t.Fatalf("error shows the password: %v", err)
 	}
@@ -82,7 +84,7 @@ func TestMySQLWithoutSchema(t *testing.T) {
 // collation is case-insensitive (as most are), works as it is; the store
 // warns that such tags share rows.
 func TestMySQLExistingLeafTable(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +107,7 @@ func TestMySQLExistingLeafTable(t *testing.T) {
 		}
 	}
 	var logs logbuf.Buffer
-	s, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s, err := mysql.Open(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,7 @@ func TestMySQLExistingLeafTable(t *testing.T) {
 // guard of "x" misses the ranges taken as "X" and a re-created row repeats
 // them. A leaf_guard made by hand with another collation is warned about.
 func TestMySQLGuardFollowsLeafCollation(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
+	dsn := mysqltest.DSN(t)
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +167,7 @@ func TestMySQLGuardFollowsLeafCollation(t *testing.T) {
 	  PRIMARY KEY (biz_tag))`)
 	exec(`INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('x', 1, 100)`)
 
-	s, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{CreateSchema: true})
+	s, err := mysql.Open(t.Context(), dsn, persist.Options{CreateSchema: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func TestMySQLGuardFollowsLeafCollation(t *testing.T) {
 	exec(`DROP TABLE leaf_guard`)
 	exec(`CREATE TABLE leaf_guard (biz_tag VARCHAR(128) NOT NULL, high BIGINT NOT NULL, PRIMARY KEY (biz_tag)) COLLATE utf8mb4_bin`)
 	var logs logbuf.Buffer
-	s2, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s2, err := mysql.Open(t.Context(), dsn, persist.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +210,8 @@ func TestMySQLGuardFollowsLeafCollation(t *testing.T) {
 // A row lock held by another session makes Take wait; the query timeout
 // bounds the wait and the failure is ErrUnavailable.
 func TestMySQLLockedTimesOut(t *testing.T) {
-	dsn := storetest.MySQLDSN(t)
-	s, err := persist.OpenMySQL(t.Context(), dsn, persist.Options{CreateSchema: true, QueryTimeout: 300 * time.Millisecond})
+	dsn := mysqltest.DSN(t)
+	s, err := mysql.Open(t.Context(), dsn, persist.Options{CreateSchema: true, QueryTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package persist_test
+package sqlite_test
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,22 +19,35 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/persist/storetest"
 )
 
-func TestSQLite(t *testing.T) { storetest.Run(t, storetest.SQLite) }
+func TestSQLite(t *testing.T) { storetest.Run(t, newDB) }
 
-func openSQLite(t *testing.T, path string, create bool) *persist.SQLite {
+// newDB prepares a fresh SQLite database file in t.TempDir() for the
+// conformance suite.
+func newDB(t *testing.T) *storetest.DB {
 	t.Helper()
-	s, err := persist.OpenSQLite(t.Context(), path, persist.Options{CreateSchema: create, BusyTimeout: 30 * time.Second})
+	path := filepath.Join(t.TempDir(), "data", "leaf.db")
+	// The driver this package registers; the busy timeout as the suite's.
+	dsn := "file:" + (&url.URL{Path: filepath.ToSlash(path)}).EscapedPath() + "?_busy_timeout=30000"
+	return storetest.NewDB(t, "sqlite", dsn, func(t *testing.T, opts persist.Options) (persist.Store, error) {
+		return sqlite.Open(t.Context(), path, opts)
+	})
+}
+
+func openSQLite(t *testing.T, path string, create bool) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), path, persist.Options{CreateSchema: create, BusyTimeout: 30 * time.Second})
 	if err != nil {
-		t.Fatalf("OpenSQLite(%q): %v", path, err)
+		t.Fatalf("Open(%q): %v", path, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
-func TestOpenSQLitePaths(t *testing.T) {
+func TestOpenPaths(t *testing.T) {
 	tests := []struct {
 		name string
 		rel  string
@@ -58,20 +72,20 @@ func TestOpenSQLitePaths(t *testing.T) {
 	}
 }
 
-func TestOpenSQLiteRefusesNonFiles(t *testing.T) {
+func TestOpenRefusesNonFiles(t *testing.T) {
 	for _, path := range []string{"", ":memory:", "file:x.db?mode=memory"} {
-		_, err := persist.OpenSQLite(t.Context(), path, persist.Options{CreateSchema: true})
+		_, err := sqlite.Open(t.Context(), path, persist.Options{CreateSchema: true})
 		if !errors.Is(err, persist.ErrInvalid) {
-			t.Errorf("OpenSQLite(%q) err = %v, want ErrInvalid", path, err)
+			t.Errorf("Open(%q) err = %v, want ErrInvalid", path, err)
 		}
 	}
 }
 
-func TestOpenSQLiteWithoutSchema(t *testing.T) {
+func TestOpenWithoutSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leaf.db")
-	_, err := persist.OpenSQLite(t.Context(), path, persist.Options{})
+	_, err := sqlite.Open(t.Context(), path, persist.Options{})
 	if !errors.Is(err, persist.ErrSchema) || !strings.Contains(err.Error(), "leaf_alloc") {
-		t.Fatalf("OpenSQLite without the table and without CreateSchema: err = %v, want ErrSchema naming leaf_alloc", err)
+		t.Fatalf("Open without the table and without CreateSchema: err = %v, want ErrSchema naming leaf_alloc", err)
 	}
 	s := openSQLite(t, path, true)
 	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
@@ -100,9 +114,9 @@ func TestSQLiteForeignGuardTable(t *testing.T) {
 	}
 	_ = db.Close()
 	for _, create := range []bool{false, true} {
-		_, err := persist.OpenSQLite(t.Context(), path, persist.Options{CreateSchema: create})
+		_, err := sqlite.Open(t.Context(), path, persist.Options{CreateSchema: create})
 		if !errors.Is(err, persist.ErrSchema) || !strings.Contains(err.Error(), "leaf_guard") {
-			t.Errorf("OpenSQLite (CreateSchema %v) with a foreign leaf_guard: err = %v, want ErrSchema naming leaf_guard", create, err)
+			t.Errorf("Open (CreateSchema %v) with a foreign leaf_guard: err = %v, want ErrSchema naming leaf_guard", create, err)
 		}
 	}
 }
@@ -229,7 +243,7 @@ func TestSQLiteProcesses(t *testing.T) {
 const childTakes = 300
 
 func sqliteChild(t *testing.T, path string) {
-	s, err := persist.OpenSQLite(t.Context(), path, persist.Options{BusyTimeout: 30 * time.Second, QueryTimeout: 30 * time.Second})
+	s, err := sqlite.Open(t.Context(), path, persist.Options{BusyTimeout: 30 * time.Second, QueryTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +263,7 @@ func sqliteChild(t *testing.T, path string) {
 // timeout bounds the wait and the failure is ErrUnavailable.
 func TestSQLiteLockedTimesOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leaf.db")
-	s, err := persist.OpenSQLite(t.Context(), path, persist.Options{
+	s, err := sqlite.Open(t.Context(), path, persist.Options{
 		CreateSchema: true, BusyTimeout: 30 * time.Second, QueryTimeout: 300 * time.Millisecond,
 	})
 	if err != nil {

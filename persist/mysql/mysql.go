@@ -1,33 +1,44 @@
-package persist
+// Package mysql is leaf's store on MySQL 5.7+, MariaDB 10.x and TiDB
+// (go-sql-driver/mysql), on the shared SQL core of persist and Leaf's own
+// leaf_alloc table, so existing Leaf databases work unchanged. Deferred
+// opens it lazily, for a server that must start while the database is down.
+package mysql
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
-// MySQL is the backend for MySQL 5.7+, MariaDB 10.x and TiDB, on Leaf's own
-// leaf_alloc table, so existing Leaf databases work unchanged.
-type MySQL struct {
-	*core
+// Store is the MySQL backend: every method of persist.Backend, from the
+// shared SQL core.
+type Store struct {
+	backend
 }
 
+// backend is embedded under a name of its own, so that Store shows
+// persist.Backend's methods and nothing else of the core.
+type backend = persist.Backend
+
 var (
-	_ Store   = (*MySQL)(nil)
-	_ Admin   = (*MySQL)(nil)
-	_ Guarded = (*MySQL)(nil)
+	_ persist.Store   = (*Store)(nil)
+	_ persist.Admin   = (*Store)(nil)
+	_ persist.Guarded = (*Store)(nil)
 )
 
 // The DDL of DESIGN.md §2, columns verbatim. The table options matter when
 // we create the table: InnoDB for row locks, and a binary collation so that
 // tags are compared byte for byte ("Order" and "order", "é" and "e" are
 // different tags), as SQLite does. An existing table is used as it is.
-const mysqlCreateTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
+const createTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
   max_id      BIGINT       NOT NULL DEFAULT 1,
   step        INT          NOT NULL,
@@ -39,26 +50,26 @@ const mysqlCreateTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
 // The persistent guard: per tag, the end (exclusive) of the highest range
 // leaf handed out, with the table options leaf creates leaf_alloc with.
 // Not Leaf's: Leaf servers ignore it. %s is biz_tag's character set and
-// collation, those of leaf_alloc.biz_tag (mysqlGuardDDL).
-const mysqlCreateGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
+// collation, those of leaf_alloc.biz_tag (guardDDL).
+const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
   biz_tag VARCHAR(128)%s NOT NULL,
   high    BIGINT       NOT NULL,
   PRIMARY KEY (biz_tag)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
-// mysqlGuardDDL is the CREATE TABLE of leaf_guard, its biz_tag compared as
+// guardDDL is the CREATE TABLE of leaf_guard, its biz_tag compared as
 // leaf_alloc's is: a table made with Leaf's DDL in a case-insensitive
 // database shares one row between "Order" and "order", and so must the
 // guard, else the guard of one spelling would miss the ranges taken with
 // the other. Without leaf_alloc (or its catalogue), utf8mb4_bin.
-func mysqlGuardDDL(ctx context.Context, q querier) string {
+func guardDDL(ctx context.Context, q persist.Querier) string {
 	var cs, coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'biz_tag'`).Scan(&cs, &coll)
 	if err != nil || !identifier(cs.String) || !identifier(coll.String) {
-		return fmt.Sprintf(mysqlCreateGuard, "")
+		return fmt.Sprintf(createGuard, "")
 	}
-	return fmt.Sprintf(mysqlCreateGuard, " CHARACTER SET "+cs.String+" COLLATE "+coll.String)
+	return fmt.Sprintf(createGuard, " CHARACTER SET "+cs.String+" COLLATE "+coll.String)
 }
 
 // identifier reports whether s is a plain name (letters, digits, '_'),
@@ -93,26 +104,26 @@ const (
 	erTiDBForUpdConfl  = 8002
 )
 
-func mysqlDialect() *dialect {
-	return &dialect{
-		name:        "mysql",
-		createTable: mysqlCreateTable,
-		guardDDL:    mysqlGuardDDL,
+func dialect() *persist.Dialect {
+	return &persist.Dialect{
+		Name:        "mysql",
+		CreateTable: createTable,
+		GuardDDL:    guardDDL,
 		// On a duplicate primary key InnoDB locks the existing row (a
 		// record lock, no gap lock), and the no-op update leaves it as it
 		// is, counting 0 rows.
-		ensureGuard: `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?) ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
-		forUpdate:   ` FOR UPDATE`,
+		EnsureGuard: `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?) ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
+		ForUpdate:   ` FOR UPDATE`,
 		// Not INSERT IGNORE: it turns errors such as truncation into
 		// warnings. With ON DUPLICATE KEY UPDATE and CLIENT_FOUND_ROWS
 		// off, an existing, unchanged row counts 0 rows.
-		insertIfAbsent: `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time)
+		InsertIfAbsent: `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time)
 		VALUES (?, 1, ?, ?, CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
-		unavailable: func(err error) bool {
+		Unavailable: func(err error) bool {
 			if errors.Is(err, mysql.ErrInvalidConn) {
 				return true
 			}
-			switch mysqlErrNo(err) {
+			switch errNo(err) {
 			case erLockWaitTimeout, erLockDeadlock, erConCount, erServerShutdown, erQueryInterrupted,
 				erReadOnly, erReadOnlyTx, erReadOnlyMode, erConnKilled, erMaxExecTime,
 				erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl:
@@ -120,20 +131,24 @@ func mysqlDialect() *dialect {
 			}
 			return false
 		},
-		// The server rolled the transaction (1205: the statement; inTx rolls
-		// back the rest) back, so running it again is safe.
-		retryable: func(err error) bool {
-			switch mysqlErrNo(err) {
+		// The server rolled the transaction (1205: the statement; the core
+		// rolls back the rest) back, so running it again is safe.
+		Retryable: func(err error) bool {
+			switch errNo(err) {
 			case erLockWaitTimeout, erLockDeadlock, erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl:
 				return true
 			}
 			return false
 		},
-		noTable: func(err error) bool { return mysqlErrNo(err) == erNoSuchTable },
+		NoTable: func(err error) bool { return errNo(err) == erNoSuchTable },
+		// Connections are recycled below common proxy and server idle
+		// limits.
+		MaxOpenConns:    10,
+		ConnMaxLifetime: 3 * time.Minute,
 	}
 }
 
-func mysqlErrNo(err error) uint16 {
+func errNo(err error) uint16 {
 	var e *mysql.MySQLError
 	if errors.As(err, &e) {
 		return e.Number
@@ -141,73 +156,73 @@ func mysqlErrNo(err error) uint16 {
 	return 0
 }
 
-// OpenMySQL connects with a go-sql-driver DSN such as
+// Open connects with a go-sql-driver DSN such as
 // "leaf:secret@tcp(127.0.0.1:3306)/leaf". It forces parseTime=true and
 // clientFoundRows=false, sets timeout=5s, readTimeout=30s, writeTimeout=30s,
 // a UTC session time zone and a strict sql_mode unless the DSN sets them,
 // and on TiDB pessimistic transactions (an optimistic transaction's
-// automatic retry could hand out a range twice). Errors never include the
-// password.
-func OpenMySQL(ctx context.Context, dsn string, opts Options) (*MySQL, error) {
-	cfg, err := mysqlConfig(dsn)
+// automatic retry could hand out a range twice). The pool holds 10
+// connections, recycled after 3 minutes, unless opts says otherwise.
+// Errors never include the DSN: the caller names it, redacted.
+func Open(ctx context.Context, dsn string, opts persist.Options) (*Store, error) {
+	cfg, err := config(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("persist: open mysql %s: %w", RedactDSN(dsn), err)
+		return nil, fmt.Errorf("persist: open mysql: %w", err)
 	}
-	m, err := openMySQL(ctx, cfg, opts)
+	m, err := open(ctx, cfg, opts)
 	if err != nil {
-		return nil, fmt.Errorf("persist: open mysql %s: %w", RedactDSN(dsn), err)
+		return nil, fmt.Errorf("persist: open mysql: %w", err)
 	}
 	return m, nil
 }
 
-func openMySQL(ctx context.Context, cfg *mysql.Config, opts Options) (*MySQL, error) {
-	m, err := connectMySQL(cfg, opts)
+func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store, error) {
+	c, err := connect(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := cfg.Params["tidb_txn_mode"]; !ok {
-		tidb, err := m.isTiDB(ctx)
+		tidb, err := isTiDB(ctx, c)
 		if err != nil {
-			_ = m.Close()
+			_ = c.Close()
 			return nil, err
 		}
 		if tidb {
-			_ = m.Close()
+			_ = c.Close()
 			cfg.Params["tidb_txn_mode"] = "'pessimistic'"
-			if m, err = connectMySQL(cfg, opts); err != nil {
+			if c, err = connect(cfg, opts); err != nil {
 				return nil, err
 			}
-			m.log.Info("persist: TiDB detected, using pessimistic transactions")
+			opts.Log().Info("persist: TiDB detected, using pessimistic transactions")
 		}
 	}
-	if err := m.initSchema(ctx, opts.CreateSchema); err != nil {
-		_ = m.Close()
+	if err := c.InitSchema(ctx, opts.CreateSchema); err != nil {
+		_ = c.Close()
 		return nil, err
 	}
-	m.warnCollation(ctx)
-	m.log.Info("persist: mysql open", "addr", cfg.Addr, "db", cfg.DBName)
-	return m, nil
+	warnCollation(ctx, c, opts.Log())
+	opts.Log().Info("persist: mysql open", "addr", cfg.Addr, "db", cfg.DBName)
+	return &Store{backend: c}, nil
 }
 
-func connectMySQL(cfg *mysql.Config, opts Options) (*MySQL, error) {
+func connect(cfg *mysql.Config, opts persist.Options) (*persist.Core, error) {
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(conn)
-	pool(db, opts, 10, 3*time.Minute)
-	return &MySQL{core: newCore(db, mysqlDialect(), opts)}, nil
+	return persist.NewCore(sql.OpenDB(conn), dialect(), opts), nil
 }
 
-// mysqlConfig parses dsn and applies the settings OpenMySQL documents.
-func mysqlConfig(dsn string) (*mysql.Config, error) {
+// config parses dsn and applies the settings Open documents.
+func config(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		// The driver's messages do not quote the DSN, but be sure.
-		return nil, fmt.Errorf("%w: bad DSN: %s", ErrInvalid, strings.ReplaceAll(err.Error(), dsn, RedactDSN(dsn)))
+		// The driver's messages quote at most a parameter's value or the
+		// database's name, never the password.
+		return nil, fmt.Errorf("%w: bad DSN: %w", persist.ErrInvalid, err)
 	}
 	if cfg.DBName == "" {
-		return nil, fmt.Errorf("%w: the DSN names no database", ErrInvalid)
+		return nil, fmt.Errorf("%w: the DSN names no database", persist.ErrInvalid)
 	}
 	cfg.ParseTime = true
 	// Create and SetStep read RowsAffected as changed rows.
@@ -240,12 +255,12 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func (m *MySQL) isTiDB(ctx context.Context) (bool, error) {
-	ctx, cancel := m.deadline(ctx)
+func isTiDB(ctx context.Context, c *persist.Core) (bool, error) {
+	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	var v string
-	if err := m.db.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&v); err != nil {
-		return false, m.wrap(err)
+	if err := c.DB().QueryRowContext(ctx, `SELECT VERSION()`).Scan(&v); err != nil {
+		return false, c.Wrap(err)
 	}
 	return strings.Contains(strings.ToLower(v), "tidb"), nil
 }
@@ -256,12 +271,12 @@ func (m *MySQL) isTiDB(ctx context.Context) (bool, error) {
 // tags share one sequence. It also logs when leaf_guard.biz_tag compares
 // otherwise than leaf_alloc.biz_tag (a table made by hand): then the guard
 // of one spelling may miss ranges taken with another.
-func (m *MySQL) warnCollation(ctx context.Context) {
-	ctx, cancel := m.deadline(ctx)
+func warnCollation(ctx context.Context, c *persist.Core, log *slog.Logger) {
+	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	collation := func(table string) string {
 		var coll sql.NullString
-		err := m.db.QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
+		err := c.DB().QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
 			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'biz_tag'`, table).Scan(&coll)
 		if err != nil {
 			return ""
@@ -270,14 +285,14 @@ func (m *MySQL) warnCollation(ctx context.Context) {
 	}
 	alloc := collation("leaf_alloc")
 	if alloc != "" && !strings.HasSuffix(alloc, "_bin") {
-		m.log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row",
+		log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row",
 			"collation", alloc)
 	}
-	if !m.guard {
+	if !c.GuardEnabled() {
 		return
 	}
 	if guard := collation("leaf_guard"); alloc != "" && guard != "" && guard != alloc {
-		m.log.Warn("persist: leaf_guard.biz_tag is not compared as leaf_alloc.biz_tag is, so the guard of one spelling of a tag may miss ranges taken with another: "+
+		log.Warn("persist: leaf_guard.biz_tag is not compared as leaf_alloc.biz_tag is, so the guard of one spelling of a tag may miss ranges taken with another: "+
 			"give leaf_guard.biz_tag leaf_alloc.biz_tag's character set and collation (ALTER TABLE leaf_guard MODIFY biz_tag ...), keeping the highest high of rows that then collide",
 			"leaf_alloc", alloc, "leaf_guard", guard)
 	}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestAllocatorLinksNoDriver: the allocator, the protocol and the HTTP
+// API build on persist's interface alone; only the backends (and main,
+// which wires them) link a database driver.
+func TestAllocatorLinksNoDriver(t *testing.T) {
+	drivers := []string{
+		"modernc.org/sqlite",
+		"github.com/go-sql-driver/mysql",
+		"github.com/jackc/pgx",
+		"github.com/lib/pq",
+		"go.etcd.io/",
+	}
+	for _, pkg := range []string{"./segment", "./server", "./httpapi", "./persist"} {
+		t.Run(pkg, func(t *testing.T) {
+			for _, dep := range goListDeps(t, pkg) {
+				for _, d := range drivers {
+					if strings.HasPrefix(dep, d) {
+						t.Errorf("%s links %s", pkg, dep)
+					}
+				}
+			}
+		})
+	}
+}
+
+// goListDeps is `go list -deps pkg`: every package pkg links.
+func goListDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
