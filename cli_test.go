@@ -55,7 +55,7 @@ func TestCLIBinary(t *testing.T) {
 		{"help", []string{"tags", "--help"}, 0, "Usage:\n  leaf tags list", "", ""},
 		{"error", []string{"tags", "create", "order"}, 1, "", "leaf: tags: tag \"order\" already exists", ""},
 		{"bad dsn", []string{"tags", "list", "--store.driver=mysql", "--store.dsn=leaf:hunter2@tcp(127.0.0.1:1)/leaf"}, 1, "",
-			"leaf: tags: store.driver=mysql store.dsn=leaf:***@tcp(127.0.0.1:1)/leaf: persist: open mysql:", "hunter2"},
+			"leaf: tags: store.driver=mysql store.dsn=leaf:REDACTED@tcp(127.0.0.1:1)/leaf: persist: open mysql:", "hunter2"},
 		{"server flags still work", []string{"--help"}, 0, "Usage: leaf [flags]", "", ""},
 	}
 	for _, tc := range cases {

@@ -35,7 +35,6 @@ import (
 	"reflect"
 	"strings"
 
-	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/spf13/pflag"
 
 	"github.com/leaf-id/leaf/config"
@@ -201,7 +200,7 @@ func (e *env) openStore(ctx context.Context, readOnly bool) (store, error) {
 		s, err := mysql.Open(ctx, c.DSN, opts)
 		if err != nil {
 			// persist's error names no DSN: say which, without its password.
-			return nil, redactErr(fmt.Errorf("store.driver=mysql store.dsn=%s: %w", mysql.RedactDSN(c.DSN), err), c.DSN)
+			return nil, c.RedactError(fmt.Errorf("store.driver=mysql store.dsn=%s: %w", c.RedactedDSN(), err))
 		}
 		return s, nil
 	default:
@@ -218,33 +217,6 @@ func (e *env) openStore(ctx context.Context, readOnly bool) (store, error) {
 		return s, nil
 	}
 }
-
-// redactErr returns err with the DSN's password replaced wherever it
-// appears, in case a driver message quotes it.
-func redactErr(err error, dsn string) error {
-	pass := ""
-	if m, perr := gomysql.ParseDSN(dsn); perr == nil {
-		pass = m.Passwd
-	} else if at := strings.LastIndexByte(dsn, '@'); at > 0 {
-		if _, p, ok := strings.Cut(dsn[:at], ":"); ok {
-			pass = p
-		}
-	}
-	if pass == "" || !strings.Contains(err.Error(), pass) {
-		return err
-	}
-	return redacted{msg: strings.ReplaceAll(err.Error(), pass, "***"), err: err}
-}
-
-// redacted is an error whose text hides a password but which still
-// matches its cause with errors.Is.
-type redacted struct {
-	msg string
-	err error
-}
-
-func (r redacted) Error() string { return r.msg }
-func (r redacted) Unwrap() error { return r.err }
 
 // newFlags is a subcommand's flag set: errors returned, nothing printed.
 func newFlags(name string) *pflag.FlagSet {

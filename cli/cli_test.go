@@ -238,7 +238,7 @@ func TestBadDSN(t *testing.T) {
 		want []string // substrings of the error
 	}{
 		{"mysql unreachable", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1)/leaf"},
-			[]string{"tags: store.driver=mysql store.dsn=leaf:***@tcp(127.0.0.1:1)/leaf: persist: open mysql:", "database unavailable", "connection refused"}},
+			[]string{"tags: store.driver=mysql store.dsn=leaf:REDACTED@tcp(127.0.0.1:1)/leaf: persist: open mysql:", "database unavailable", "connection refused"}},
 		{"mysql malformed", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1/leaf"},
 			[]string{"tags: config: store.dsn: invalid mysql DSN"}},
 		{"mysql no database", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1)/"},

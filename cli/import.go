@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/persist"
-	"github.com/leaf-id/leaf/persist/mysql"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -113,12 +113,11 @@ func redisOptions(from string) (opts *redis.Options, shown string, err error) {
 	if !strings.Contains(from, "://") {
 		from = "redis://" + from
 	}
-	u, err := url.Parse(from)
-	if err != nil {
+	if _, err := url.Parse(from); err != nil {
 		// url's message quotes the input, which may hold a password.
 		return nil, "", errors.New("--from: not a URL like redis://host:port")
 	}
-	shown = u.Redacted()
+	shown = config.RedactURL(from)
 	opts, err = redis.ParseURL(from)
 	if err != nil {
 		return nil, "", fmt.Errorf("--from %s: %s", shown, strings.ReplaceAll(err.Error(), from, shown))
@@ -133,7 +132,7 @@ func redisOptions(from string) (opts *redis.Options, shown string, err error) {
 
 // storeName is the store for messages: driver and DSN without a password.
 func storeName(e *env) string {
-	return e.cfg.Store.Driver + " " + mysql.RedactDSN(e.cfg.Store.DSN)
+	return e.cfg.Store.Driver + " " + e.cfg.Store.RedactedDSN()
 }
 
 // importer raises floors for one import run.

@@ -388,8 +388,8 @@ func TestImportErrors(t *testing.T) {
 		{"other source", []string{"import", "memcached", "--from=x", dsn}, `import: unexpected arguments ["memcached"]: the only source is redis`},
 		{"no from", []string{"import", "redis", dsn}, "import: --from is required"},
 		{"negative headroom", []string{"import", "redis", "--from=127.0.0.1:1", "--headroom=-5", dsn}, "import: --headroom -5: must be >= 0"},
-		{"bad scheme", []string{"import", "redis", "--from=http://u:" + secret + "@127.0.0.1:1", dsn}, "import: --from http://u:xxxxx@127.0.0.1:1: redis: invalid URL scheme: http"},
-		{"unreachable", []string{"import", "redis", "--from=redis://u:" + secret + "@127.0.0.1:1", dsn}, "import: redis at redis://u:xxxxx@127.0.0.1:1: dial tcp 127.0.0.1:1:"},
+		{"bad scheme", []string{"import", "redis", "--from=http://u:" + secret + "@127.0.0.1:1", dsn}, "import: --from http://u:REDACTED@127.0.0.1:1: redis: invalid URL scheme: http"},
+		{"unreachable", []string{"import", "redis", "--from=redis://u:" + secret + "@127.0.0.1:1", dsn}, "import: redis at redis://u:REDACTED@127.0.0.1:1: dial tcp 127.0.0.1:1:"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

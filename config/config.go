@@ -16,15 +16,13 @@
 // one pflag.FlagSet per call), so tests may call it in parallel.
 //
 // Config implements slog.LogValuer with the passwords, and the password in a
-// MySQL DSN, redacted, so slog.Info("config", "config", cfg) is safe.
+// DSN, redacted (RedactDSN), so slog.Info("config", "config", cfg) is safe.
 package config
 
 import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
@@ -137,9 +135,6 @@ func Default() Config {
 // DefaultSQLiteDSN is the default store.dsn: a SQLite file under ./data/.
 const DefaultSQLiteDSN = "data/leaf.db"
 
-// redacted replaces secrets in logs.
-const redacted = "REDACTED"
-
 // key describes one configuration key. The table in keys is the single list
 // that flags, environment variables, the unknown-key check, logging and the
 // tests are built from.
@@ -201,22 +196,6 @@ func envName(name string) string {
 	return "LEAF_" + strings.ToUpper(strings.ReplaceAll(name, ".", "_"))
 }
 
-// RedactedDSN returns the DSN with any password replaced, safe to log.
-// A mysql DSN that does not parse is hidden whole.
-func (c StoreConfig) RedactedDSN() string {
-	if c.Driver != "mysql" {
-		return c.DSN
-	}
-	m, err := mysql.ParseDSN(c.DSN)
-	if err != nil {
-		return redacted
-	}
-	if m.Passwd != "" {
-		m.Passwd = redacted
-	}
-	return m.FormatDSN()
-}
-
 // SlogLevel returns Level as a slog.Level (info when Level is not one of
 // the four valid names, which Load never returns).
 func (c LogConfig) SlogLevel() slog.Level {
@@ -233,7 +212,7 @@ func (c LogConfig) SlogLevel() slog.Level {
 
 // LogValue implements slog.LogValuer: every key under its leaf.yaml name,
 // grouped by section, with server.password, server.admin_password and the
-// password in a mysql store.dsn redacted.
+// password in store.dsn redacted.
 func (c Config) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, len(sections())+1)
 	if c.File != "" {
@@ -248,7 +227,7 @@ func (c Config) LogValue() slog.Value {
 // LogValue implements slog.LogValuer with the passwords redacted.
 func (c ServerConfig) LogValue() slog.Value { return Config{Server: c}.sectionValue("server") }
 
-// LogValue implements slog.LogValuer with the password in a mysql DSN redacted.
+// LogValue implements slog.LogValuer with the password in the DSN redacted.
 func (c StoreConfig) LogValue() slog.Value { return Config{Store: c}.sectionValue("store") }
 
 // sectionValue is the log group of one section.
@@ -277,7 +256,7 @@ func (c Config) sectionValue(section string) slog.Value {
 		switch k.name {
 		case "server.password", "server.admin_password":
 			if v.String() != "" {
-				v = slog.StringValue(redacted)
+				v = slog.StringValue(Redacted)
 			}
 		case "store.dsn":
 			v = slog.StringValue(c.Store.RedactedDSN())

@@ -162,29 +162,6 @@ func TestLogValueRedacts(t *testing.T) {
 	}
 }
 
-func TestRedactedDSN(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		c    StoreConfig
-		want string
-	}{
-		{"sqlite unchanged", StoreConfig{Driver: "sqlite", DSN: "data/leaf.db"}, "data/leaf.db"},
-		{"mysql password", StoreConfig{Driver: "mysql", DSN: "u:p@tcp(h:3306)/d"}, "u:REDACTED@tcp(h:3306)/d"},
-		{"mysql no password", StoreConfig{Driver: "mysql", DSN: "u@tcp(h:3306)/d"}, "u@tcp(h:3306)/d"},
-		{"mysql password with @ and :", StoreConfig{Driver: "mysql", DSN: "u:p@ss:w@tcp(h:3306)/d"}, "u:REDACTED@tcp(h:3306)/d"},
-		{"mysql unparsable hidden whole", StoreConfig{Driver: "mysql", DSN: "u:secret@tcp(h"}, "REDACTED"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := tt.c.RedactedDSN(); got != tt.want {
-				t.Errorf("RedactedDSN() = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestSlogLevel(t *testing.T) {
 	t.Parallel()
 	for level, want := range map[string]slog.Level{

@@ -297,22 +297,3 @@ func warnCollation(ctx context.Context, c *persist.Core, log *slog.Logger) {
 			"leaf_alloc", alloc, "leaf_guard", guard)
 	}
 }
-
-// RedactDSN returns dsn with its password replaced by ***, for logs and
-// error messages. It splits the DSN as go-sql-driver does
-// (user:password@net(addr)/db?params, the password may hold '@' and '/').
-func RedactDSN(dsn string) string {
-	end := strings.LastIndexByte(dsn, '/')
-	if end < 0 {
-		end = len(dsn)
-	}
-	at := strings.LastIndexByte(dsn[:end], '@')
-	if at < 0 {
-		return dsn
-	}
-	colon := strings.IndexByte(dsn[:at], ':')
-	if colon < 0 {
-		return dsn
-	}
-	return dsn[:colon+1] + "***" + dsn[at:]
-}

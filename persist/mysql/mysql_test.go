@@ -20,25 +20,6 @@ import (
 
 func TestMySQL(t *testing.T) { storetest.Run(t, mysqltest.DB) }
 
-func TestRedactDSN(t *testing.T) {
-	tests := []struct{ dsn, want string }{
-		{"leaf:secret@tcp(127.0.0.1:3306)/leaf", "leaf:***@tcp(127.0.0.1:3306)/leaf"},
-		{"leaf:p@ss/w:rd@tcp(db:3306)/leaf?parseTime=true", "leaf:***@tcp(db:3306)/leaf?parseTime=true"},
-		{"leaf@tcp(127.0.0.1:3306)/leaf", "leaf@tcp(127.0.0.1:3306)/leaf"},
-		{"leaf:@unix(/run/mysqld.sock)/leaf", "leaf:***@unix(/run/mysqld.sock)/leaf"},
-		{"/leaf", "/leaf"},
-		{"leaf:secret@tcp(127.0.0.1:3306)", "leaf:***@tcp(127.0.0.1:3306)"},
-		{"", ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.dsn, func(t *testing.T) {
-			if got := mysql.RedactDSN(tc.dsn); got != tc.want {
-				t.Errorf("RedactDSN(%q) = %q, want %q", tc.dsn, got, tc.want)
-			}
-		})
-	}
-}
-
 // Open errors say what went wrong without the password.
 func TestOpenErrors(t *testing.T) {
 	const pw = "s3cr3t-pw"
