@@ -23,9 +23,7 @@ import (
 	"github.com/leaf-id/leaf/cli"
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/httpapi"
-	"github.com/leaf-id/leaf/persist"
-	"github.com/leaf-id/leaf/persist/mysql"
-	"github.com/leaf-id/leaf/persist/sqlite"
+	"github.com/leaf-id/leaf/persist/open"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -73,7 +71,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 	}
 
-	store, err := openStore(ctx, cfg.Store, cfg.Segment, log)
+	// A database that cannot be reached does not stop the start (Lazy):
+	// leaf serves TRYAGAIN and reports the state until it answers (see
+	// README, "Database outages"). Other errors do. Every query is bounded
+	// by segment.load_timeout unless its caller set a deadline.
+	store, err := open.Store(ctx, cfg.Store, open.Options{LoadTimeout: cfg.Segment.LoadTimeout, Logger: log, Lazy: true})
 	if err != nil {
 		return err
 	}
@@ -161,36 +163,6 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// openStore opens the configured backend. The pool is sized from
-// store.max_open_conns and store.conn_max_lifetime, and every query is
-// bounded by segment.load_timeout unless its caller set a deadline.
-func openStore(ctx context.Context, c config.StoreConfig, seg config.SegmentConfig, log *slog.Logger) (persist.Store, error) {
-	opts := persist.Options{
-		CreateSchema:    c.CreateSchema,
-		MaxOpenConns:    c.MaxOpenConns,
-		ConnMaxLifetime: c.ConnMaxLifetime,
-		QueryTimeout:    seg.LoadTimeout,
-		Logger:          log,
-	}
-	switch c.Driver {
-	case "mysql":
-		// A database that cannot be reached does not stop the start: leaf
-		// serves TRYAGAIN and reports the state until it answers (see
-		// README, "Database outages"). Other errors do.
-		s, err := mysql.OpenDeferred(ctx, c.DSN, opts)
-		if err != nil {
-			return nil, fmt.Errorf("store (mysql %s): %w", c.RedactedDSN(), err)
-		}
-		return s, nil
-	default:
-		s, err := sqlite.Open(ctx, c.DSN, opts)
-		if err != nil {
-			return nil, fmt.Errorf("store (sqlite %s): %w", c.DSN, err)
-		}
-		return s, nil
-	}
 }
 
 // startHTTP serves h on http.addr (metrics, health, Leaf's HTTP API, the

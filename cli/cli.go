@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"strings"
 
@@ -39,8 +38,7 @@ import (
 
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/persist"
-	"github.com/leaf-id/leaf/persist/mysql"
-	"github.com/leaf-id/leaf/persist/sqlite"
+	"github.com/leaf-id/leaf/persist/open"
 )
 
 // usage is the help of every subcommand.
@@ -172,50 +170,13 @@ func (e *env) load() error {
 	return nil
 }
 
-// store is what the subcommands need of a backend: both persist interfaces,
-// which every backend implements.
-type store interface {
-	persist.Store
-	persist.Admin
-}
-
-// errNoDatabase: a read-only subcommand found no SQLite file at store.dsn.
-var errNoDatabase = errors.New("no database")
-
-// openStore opens the configured store. readOnly subcommands (list,
-// --dry-run) never create anything: a missing SQLite file is
-// errNoDatabase, a missing table an error, where the others create both
-// as the server does (store.create_schema).
-func (e *env) openStore(ctx context.Context, readOnly bool) (store, error) {
-	c := e.cfg.Store
-	opts := persist.Options{
-		CreateSchema:    c.CreateSchema && !readOnly,
-		MaxOpenConns:    c.MaxOpenConns,
-		ConnMaxLifetime: c.ConnMaxLifetime,
-		QueryTimeout:    e.cfg.Segment.LoadTimeout,
-		Logger:          e.log,
-	}
-	switch c.Driver {
-	case "mysql":
-		s, err := mysql.Open(ctx, c.DSN, opts)
-		if err != nil {
-			// persist's error names no DSN: say which, without its password.
-			return nil, c.RedactError(fmt.Errorf("store.driver=mysql store.dsn=%s: %w", c.RedactedDSN(), err))
-		}
-		return s, nil
-	default:
-		if readOnly {
-			if _, err := os.Stat(c.DSN); errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("store.driver=sqlite store.dsn=%s: %w: the file does not exist "+
-					"(set store.dsn to the file the server uses, or run from the server's working directory)", c.DSN, errNoDatabase)
-			}
-		}
-		s, err := sqlite.Open(ctx, c.DSN, opts)
-		if err != nil {
-			return nil, fmt.Errorf("store.driver=sqlite store.dsn=%s: %w", c.DSN, err)
-		}
-		return s, nil
-	}
+// openStore opens the configured store (open.Store). readOnly
+// subcommands (list, --dry-run) never create anything: a missing SQLite
+// file is open.ErrNoDatabase, a missing table an error, where the others
+// create both as the server does (store.create_schema). A database that
+// cannot be reached is an error at once.
+func (e *env) openStore(ctx context.Context, readOnly bool) (persist.Backend, error) {
+	return open.Store(ctx, e.cfg.Store, open.Options{LoadTimeout: e.cfg.Segment.LoadTimeout, Logger: e.log, ReadOnly: readOnly})
 }
 
 // newFlags is a subcommand's flag set: errors returned, nothing printed.

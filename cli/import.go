@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/open"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -68,7 +69,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	}
 
 	s, err := e.openStore(ctx, *dryRun)
-	if errors.Is(err, errNoDatabase) {
+	if errors.Is(err, open.ErrNoDatabase) {
 		// A dry run before the database exists: every tag is new.
 		s, err = nil, nil
 	}
@@ -138,7 +139,7 @@ func storeName(e *env) string {
 // importer raises floors for one import run.
 type importer struct {
 	env      *env
-	store    store // nil in a dry run without a database
+	store    persist.Backend // nil in a dry run without a database
 	dryRun   bool
 	headroom int64
 	step     int64

@@ -227,7 +227,7 @@ type floorResult struct {
 
 // raiseFloor makes every later ID of the tag greater than n, creating the
 // tag with step and desc when it has no row, as Allocator.Floor does.
-func raiseFloor(ctx context.Context, s store, name string, n, step int64, desc string) (floorResult, error) {
+func raiseFloor(ctx context.Context, s persist.Backend, name string, n, step int64, desc string) (floorResult, error) {
 	row, moved, err := s.RaiseFloor(ctx, name, n)
 	if !errors.Is(err, persist.ErrNotFound) {
 		return floorResult{row: row, moved: moved}, err

@@ -1,0 +1,87 @@
+// Package open opens the store the configuration names, for the server and
+// for the operator's subcommands alike: one switch over store.driver, so a
+// new backend is one case here (and its DSN form in config.RedactDSN).
+package open
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/leaf-id/leaf/config"
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/mysql"
+	"github.com/leaf-id/leaf/persist/sqlite"
+)
+
+// ErrNoDatabase: a ReadOnly open found no SQLite file at store.dsn.
+var ErrNoDatabase = errors.New("no database")
+
+// Options are what the caller adds to the store section.
+type Options struct {
+	// LoadTimeout bounds every query whose context has no deadline
+	// (segment.load_timeout).
+	LoadTimeout time.Duration
+	// Logger receives the backend's notices; nil discards them.
+	Logger *slog.Logger
+	// ReadOnly creates nothing (leaf tags list, leaf import --dry-run):
+	// no table, whatever store.create_schema says, and no SQLite file: a
+	// missing one is ErrNoDatabase.
+	ReadOnly bool
+	// Lazy lets the server start while its database cannot be reached: a
+	// backend that can (MySQL) then returns a store that connects on first
+	// use and answers persist.ErrUnavailable until it does. Mistakes no
+	// wait fixes (a bad DSN, a refused password) still fail at once.
+	Lazy bool
+}
+
+// Store opens the backend c names, its pool sized by store.max_open_conns
+// and store.conn_max_lifetime. Errors start with store.driver and the
+// redacted store.dsn and never show the password, even where a driver's
+// message quotes it.
+func Store(ctx context.Context, c config.StoreConfig, o Options) (persist.Backend, error) {
+	opts := persist.Options{
+		CreateSchema:    c.CreateSchema && !o.ReadOnly,
+		MaxOpenConns:    c.MaxOpenConns,
+		ConnMaxLifetime: c.ConnMaxLifetime,
+		QueryTimeout:    o.LoadTimeout,
+		Logger:          o.Logger,
+	}
+	s, err := backend(ctx, c, o, opts)
+	if err != nil {
+		return nil, c.RedactError(fmt.Errorf("store.driver=%s store.dsn=%s: %w", c.Driver, c.RedactedDSN(), err))
+	}
+	return s, nil
+}
+
+// backend opens the driver's backend; a nil Backend with every error.
+func backend(ctx context.Context, c config.StoreConfig, o Options, opts persist.Options) (persist.Backend, error) {
+	switch c.Driver {
+	case "sqlite":
+		if o.ReadOnly {
+			if _, err := os.Stat(c.DSN); errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%w: the file does not exist "+
+					"(set store.dsn to the file the server uses, or run from the server's working directory)", ErrNoDatabase)
+			}
+		}
+		return nonNil(sqlite.Open(ctx, c.DSN, opts))
+	case "mysql":
+		if o.Lazy {
+			return nonNil(mysql.OpenDeferred(ctx, c.DSN, opts))
+		}
+		return nonNil(mysql.Open(ctx, c.DSN, opts))
+	}
+	return nil, fmt.Errorf("%w: unknown store.driver", persist.ErrInvalid)
+}
+
+// nonNil returns s as a Backend, or a nil Backend (not a nil *T in an
+// interface) with err.
+func nonNil[T persist.Backend](s T, err error) (persist.Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

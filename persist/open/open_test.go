@@ -1,0 +1,128 @@
+package open_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaf-id/leaf/config"
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
+	"github.com/leaf-id/leaf/persist/open"
+)
+
+func storeConfig(driver, dsn string) config.StoreConfig {
+	c := config.Default().Store
+	c.Driver, c.DSN = driver, dsn
+	return c
+}
+
+// openOK opens c and takes one range of a new tag: the store works.
+func openOK(t *testing.T, c config.StoreConfig, o open.Options) persist.Backend {
+	t.Helper()
+	s, err := open.Store(t.Context(), c, o)
+	if err != nil {
+		t.Fatalf("open.Store(%s): %v", c.RedactedDSN(), err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Take(t.Context(), "t", 0); err != nil || r != (persist.Range{Start: 1, End: 11, Step: 10}) {
+		t.Fatalf("Take = %+v, %v; want [1, 11)", r, err)
+	}
+	if !s.GuardEnabled() {
+		t.Error("GuardEnabled() = false with the schema created")
+	}
+	return s
+}
+
+func TestSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", "leaf.db")
+	c := storeConfig("sqlite", path)
+
+	// Read-only creates nothing: no file, no table.
+	_, err := open.Store(t.Context(), c, open.Options{ReadOnly: true})
+	want := "store.driver=sqlite store.dsn=" + path + ": no database: the file does not exist"
+	if !errors.Is(err, open.ErrNoDatabase) || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("read-only open of a missing file: err = %v, want ErrNoDatabase starting %q", err, want)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read-only open created the file: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open.Store(t.Context(), c, open.Options{ReadOnly: true}); !errors.Is(err, persist.ErrSchema) {
+		t.Fatalf("read-only open of a file without the table: err = %v, want ErrSchema", err)
+	}
+
+	_ = openOK(t, c, open.Options{LoadTimeout: 30 * time.Second}).Close()
+	ro, err := open.Store(t.Context(), c, open.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of the database: %v", err)
+	}
+	defer ro.Close()
+	if tag, err := ro.Tag(t.Context(), "t"); err != nil || tag.MaxID != 11 {
+		t.Fatalf("read-only Tag = %+v, %v; want max_id 11", tag, err)
+	}
+}
+
+// An unreachable MySQL fails at once, unless the open is lazy: then the
+// store answers ErrUnavailable until the database answers. The password
+// never shows.
+func TestMySQLUnreachable(t *testing.T) {
+	const secret = "hunter2-secret"
+	c := storeConfig("mysql", "leaf:"+secret+"@tcp(127.0.0.1:1)/leaf")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	_, err := open.Store(ctx, c, open.Options{LoadTimeout: 10 * time.Second})
+	want := "store.driver=mysql store.dsn=leaf:REDACTED@tcp(127.0.0.1:1)/leaf: persist: open mysql: "
+	if !errors.Is(err, persist.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("err = %v\nwant ErrUnavailable starting %q, without the password", err, want)
+	}
+
+	s, err := open.Store(ctx, c, open.Options{LoadTimeout: 10 * time.Second, Lazy: true})
+	if err != nil {
+		t.Fatalf("lazy open with the database down: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Take(ctx, "t", 0); !errors.Is(err, persist.ErrUnavailable) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Take with the database down: err = %v, want ErrUnavailable without the password", err)
+	}
+	if s.GuardEnabled() {
+		t.Error("GuardEnabled() = true before the database was reached")
+	}
+}
+
+// A refused password is not waited for, lazy or not.
+func TestMySQLWrongPassword(t *testing.T) {
+	dsn := mysqltest.DSN(t)
+	openOK(t, storeConfig("mysql", dsn), open.Options{LoadTimeout: 30 * time.Second, Lazy: true})
+
+	at := strings.LastIndexByte(dsn, '@')
+	const secret = "wrong-hunter2"
+	c := storeConfig("mysql", "leaf:"+secret+dsn[at:])
+	for _, lazy := range []bool{false, true} {
+		_, err := open.Store(t.Context(), c, open.Options{LoadTimeout: 30 * time.Second, Lazy: lazy})
+		if err == nil || errors.Is(err, persist.ErrUnavailable) || strings.Contains(err.Error(), secret) ||
+			!strings.Contains(err.Error(), "leaf:REDACTED@") {
+			t.Errorf("lazy %v, wrong password: err = %v, want a refusal naming the redacted DSN", lazy, err)
+		}
+	}
+}
+
+func TestUnknownDriver(t *testing.T) {
+	_, err := open.Store(t.Context(), storeConfig("oracle", "scott/tiger@db"), open.Options{})
+	if !errors.Is(err, persist.ErrInvalid) || strings.Contains(err.Error(), "tiger") {
+		t.Fatalf("err = %v, want ErrInvalid without the DSN's secret", err)
+	}
+}
