@@ -26,7 +26,7 @@
 # persist/mysql/mysqltest.DSN does: one fresh database per test. Typical use:
 #
 #   eval "export $(scripts/mariadb.sh start /tmp/leaf-mariadb)"
-#   go test -race ./persist/...
+#   go test -race ./persist/... ./e2e
 #   scripts/mariadb.sh stop /tmp/leaf-mariadb && rm -rf /tmp/leaf-mariadb
 #
 # Environment: MARIADB_START_TIMEOUT (seconds to wait for readiness, 60).

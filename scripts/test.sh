@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make test: formatting, vet, every Go test under -race against a real SQLite
-# file and a throwaway MariaDB, then the redis-cli / redis-benchmark smoke
-# test against a freshly built binary. Installs what it needs from Debian's
+# make test: formatting, vet, every Go test under -race (each package's, and
+# e2e/'s, which drive the built binary) against a real SQLite file and a
+# throwaway MariaDB, then the redis-cli / redis-benchmark smoke test against
+# a freshly built binary. Installs what it needs from Debian's
 # packages when run as root (redis-tools, redis-server, mariadb-server,
 # chromium).
 set -euo pipefail

@@ -1,8 +1,8 @@
-package main
+package e2e
 
-// Process-level test harness: the tests in this package build the real
-// binary once and drive it as users do, over real sockets, with real
-// signals.
+// Process-level test harness: TestMain builds the real binary once, from
+// the module's root, and the tests drive it as users do, over real
+// sockets, with real signals.
 
 import (
 	"bufio"
@@ -23,26 +23,42 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// leafBin is the binary built by TestMain.
-var leafBin string
+// leafBin is the binary built by TestMain; moduleRoot the directory of
+// go.mod, where the binary is built from and the scripts are.
+var leafBin, moduleRoot string
 
 func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+// buildAndRun builds leaf with -race into a temporary directory, runs the
+// tests and removes the binary.
+func buildAndRun(m *testing.M) int {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil || strings.TrimSpace(string(gomod)) == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		fmt.Fprintln(os.Stderr, "go env GOMOD: no module:", err)
+		return 1
+	}
+	moduleRoot = filepath.Dir(strings.TrimSpace(string(gomod)))
 	dir, err := os.MkdirTemp("", "leaf-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	defer os.RemoveAll(dir)
 	leafBin = filepath.Join(dir, "leaf")
 	build := exec.Command("go", "build", "-race", "-o", leafBin, ".")
+	build.Dir = moduleRoot
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building leaf:", err)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
+
+// scriptPath is the path of one of the project's scripts (scripts/NAME).
+func scriptPath(name string) string { return filepath.Join(moduleRoot, "scripts", name) }
 
 // proc is one running leaf process.
 type proc struct {

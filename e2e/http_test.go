@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Process tests of the HTTP side (httpapi) as leaf wires it: the listener
 // on http.addr, the same allocator as the Redis side, a clean SIGTERM.

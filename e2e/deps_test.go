@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"os/exec"
@@ -33,7 +33,9 @@ func TestAllocatorLinksNoDriver(t *testing.T) {
 // goListDeps is `go list -deps pkg`: every package pkg links.
 func goListDeps(t *testing.T, pkg string) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+	cmd := exec.Command("go", "list", "-deps", pkg)
+	cmd.Dir = moduleRoot
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list -deps %s: %v", pkg, err)
 	}

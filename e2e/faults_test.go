@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Faults a running server meets in its database: the row deleted and
 // re-created lower; and the database password kept out of the log whatever

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Helpers of the fault tests (chaos_test.go, outage_test.go,
 // faults_test.go): databases the tests own, a client that waits as long as
@@ -120,7 +120,7 @@ func haveMariaDB() bool {
 
 // script runs scripts/mariadb.sh cmd on the test's directory.
 func (m *mariadb) script(cmd string) (string, error) {
-	out, err := exec.Command("bash", "scripts/mariadb.sh", cmd, m.dir).CombinedOutput()
+	out, err := exec.Command("bash", scriptPath("mariadb.sh"), cmd, m.dir).CombinedOutput()
 	return string(out), err
 }
 
@@ -128,7 +128,7 @@ func (m *mariadb) script(cmd string) (string, error) {
 // stop, so the DSN that leaf holds stays valid.
 func (m *mariadb) start() {
 	m.t.Helper()
-	cmd := exec.Command("bash", "scripts/mariadb.sh", "start", m.dir)
+	cmd := exec.Command("bash", scriptPath("mariadb.sh"), "start", m.dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

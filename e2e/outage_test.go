@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Database outages under a running server, on a MariaDB of the test's own
 // that it kills, pauses and restarts: leaf serves from its cached segments,

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The chaos test: three leaf processes on one database, six clients, and a
 // schedule of kills and restarts. Every ID a client receives is recorded;

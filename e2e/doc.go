@@ -1,0 +1,14 @@
+// Package e2e holds leaf's end-to-end tests. Its TestMain builds the real
+// binary once (with -race, from the module's root), and the tests run it
+// as users do, over real sockets and with real signals, against a real
+// SQLite file and the throwaway MariaDB of scripts/mariadb.sh: restarts
+// after SIGTERM and kill -9, servers sharing one database, chaos with
+// SIGKILL and SIGTERM on a schedule, a database crashed, hung and down at
+// start, a deleted row, passwords kept out of logs, protected mode, TLS,
+// the admin password, the CLI and the HTTP API. A test also checks the
+// layout: the allocator links no database driver.
+//
+// The package has no code beyond this comment. Run it with
+// go test -race ./e2e; the MariaDB tests need LEAF_TEST_MYSQL_DSN (see
+// scripts/mariadb.sh), and fail without it when CI=true.
+package e2e
