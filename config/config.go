@@ -23,9 +23,6 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/leaf-id/leaf/segment"
-	"github.com/leaf-id/leaf/server"
 )
 
 // Config is the whole configuration, one field per section of leaf.yaml.
@@ -92,16 +89,17 @@ type SegmentConfig struct {
 
 // Default returns the built-in configuration: what Load returns when there
 // is no file, no LEAF_* variable and no flag. The repository's leaf.yaml
-// documents the same values (a test keeps them equal). The limits and the
-// allocator's settings are the defaults of the packages that use them.
+// documents the same values, and the limits and the allocator's settings
+// are the defaults of the packages that use them (server.Default*,
+// segment.DefaultOptions): config imports no package of leaf, so tests
+// outside it keep the three equal.
 func Default() Config {
-	seg := segment.DefaultOptions()
 	return Config{
 		Server: ServerConfig{
 			Addr:            "127.0.0.1:6380",
-			MaxClients:      server.DefaultMaxClients,
-			MaxRequestBytes: server.DefaultMaxRequestBytes,
-			MaxPipeline:     server.DefaultMaxPipeline,
+			MaxClients:      10000,
+			MaxRequestBytes: 64 << 10,
+			MaxPipeline:     1024,
 			ProtectedMode:   true,
 		},
 		Store: StoreConfig{
@@ -119,15 +117,15 @@ func Default() Config {
 			Format: "text",
 		},
 		Segment: SegmentConfig{
-			DefaultStep:     seg.DefaultStep,
-			MaxStep:         seg.MaxStep,
-			SegmentDuration: seg.SegmentDuration,
-			PrefetchAt:      seg.PrefetchAt,
-			Loaders:         seg.Loaders,
-			LoadTimeout:     seg.LoadTimeout,
-			SyncInterval:    seg.SyncInterval,
-			AutoCreate:      seg.AutoCreate,
-			MaxBatch:        seg.MaxBatch,
+			DefaultStep:     1000,
+			MaxStep:         1_000_000,
+			SegmentDuration: 15 * time.Minute,
+			PrefetchAt:      0.1,
+			Loaders:         8,
+			LoadTimeout:     2 * time.Second,
+			SyncInterval:    time.Minute,
+			AutoCreate:      true,
+			MaxBatch:        100_000,
 		},
 	}
 }

@@ -30,6 +30,17 @@ func TestAllocatorLinksNoDriver(t *testing.T) {
 	}
 }
 
+// TestConfigImportsNothingOfLeaf: config reads and checks the settings
+// without depending on the packages it configures.
+func TestConfigImportsNothingOfLeaf(t *testing.T) {
+	const self = "github.com/leaf-id/leaf/config"
+	for _, dep := range goListDeps(t, "./config") {
+		if dep != self && strings.HasPrefix(dep, "github.com/leaf-id/leaf/") {
+			t.Errorf("config imports %s", dep)
+		}
+	}
+}
+
 // goListDeps is `go list -deps pkg`: every package pkg links.
 func goListDeps(t *testing.T, pkg string) []string {
 	t.Helper()

@@ -5,8 +5,9 @@
 // after SIGTERM and kill -9, servers sharing one database, chaos with
 // SIGKILL and SIGTERM on a schedule, a database crashed, hung and down at
 // start, a deleted row, passwords kept out of logs, protected mode, TLS,
-// the admin password, the CLI and the HTTP API. A test also checks the
-// layout: the allocator links no database driver.
+// the admin password, the CLI and the HTTP API. Tests also check the
+// layout: the allocator links no database driver, config imports nothing
+// of leaf, and its defaults are leaf.yaml's and the packages' own.
 //
 // The package has no code beyond this comment. Run it with
 // go test -race ./e2e; the MariaDB tests need LEAF_TEST_MYSQL_DSN (see
