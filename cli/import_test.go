@@ -1,115 +1,21 @@
 package cli_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/server/servertest"
 )
-
-// startRedis starts a throwaway redis-server on a free loopback port,
-// without persistence, and stops it (by its PID) at cleanup. It skips the
-// test when redis-server is not installed, except under CI=true, where it
-// fails (scripts/test.sh installs it).
-func startRedis(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		const how = "redis-server not found: install the Debian package redis-server (scripts/test.sh does as root)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(how)
-		}
-		t.Skip(how)
-	}
-	// The free port is found by listening on port 0 and closing; another
-	// process may take it before redis-server binds, so a failed bind is
-	// retried on a new port.
-	var lastLog string
-	for range 5 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		addr, log, ok := runRedis(t, bin, port)
-		if ok {
-			return addr
-		}
-		lastLog = log
-	}
-	t.Fatalf("redis-server did not start:\n%s", lastLog)
-	return ""
-}
-
-// runRedis starts redis-server on port and waits for its "Ready to accept
-// connections" line; false (and its output) when it exits first.
-func runRedis(t *testing.T, bin string, port int) (addr, log string, ok bool) {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "",
-		"--protected-mode", "yes")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	ready := make(chan struct{})
-	exited := make(chan struct{})
-	var b strings.Builder
-	go func() {
-		sc := bufio.NewScanner(out)
-		signalled := false
-		for sc.Scan() {
-			b.WriteString(sc.Text() + "\n")
-			if !signalled && strings.Contains(sc.Text(), "Ready to accept connections") {
-				signalled = true
-				close(ready)
-			}
-		}
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case <-ready:
-	case <-exited:
-		return "", b.String(), false
-	case <-time.After(60 * time.Second): // a hung start, not an assertion on timing
-		_ = cmd.Process.Kill()
-		<-exited
-		t.Fatalf("redis-server (pid %d) not ready within 60s", cmd.Process.Pid)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	return fmt.Sprintf("127.0.0.1:%d", port), "", true
-}
 
 // counters is the fixture: 1,000 integer counters with spread values, and
 // the keys that must not be imported.
@@ -228,7 +134,7 @@ func countPrefix(s, prefix string) int {
 // leaf is above its Redis value. A dry run changes nothing; importing again
 // changes nothing.
 func TestImportRedis(t *testing.T) {
-	addr := startRedis(t)
+	addr := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
 	f := fill(t, rdb)
