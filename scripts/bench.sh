@@ -5,7 +5,8 @@
 #     and the start-up with 100,000 tags (segment/), the server path of INCR
 #     alone, through the connection loop, and through go-redis pipelines,
 #     and one client's INCR latency (p50, p99) beside 1,500 idle
-#     connections (server/), all with allocations.
+#     connections (server/), all with allocations; package client's Next
+#     against one INCR per ID over the wire to the same leaf (client/).
 #  2. redis-benchmark INCR on one key against leaf (built with
 #     CGO_ENABLED=0, on a fresh SQLite file) and against a redis-server 7
 #     (--save '' --appendonly no), both on free loopback ports of this
@@ -67,6 +68,11 @@ if [ "$GO_BENCH" != 0 ]; then
 		-benchtime "$BENCHTIME" ./server/ | tee -a "$work/gobench"
 	awk '/^BenchmarkNext\/atomic.Int64.Add/ { a = $3 } /^BenchmarkNext\/Tag.Next-/ { t = $3 }
 		END { if (a > 0 && t > 0) printf "Tag.Next: %.2fx the cost of a bare atomic add\n", t / a }' "$work/gobench"
+	go test -run '^$' -bench 'BenchmarkIDs' -benchmem -benchtime "$BENCHTIME" ./client/ | tee -a "$work/gobench"
+	awk '/^BenchmarkIDs\// { split($1, k, "/"); sub(/-[0-9]+$/, "", k[3]); ns[k[2] "/" k[3]] = $3 }
+		END { split("serial parallel", modes, " "); for (j = 1; j <= 2; j++) { m = modes[j]
+			if (ns["Next/" m] > 0 && ns["INCR/" m] > 0)
+				printf "client Next (%s): %.0fx the rate of one INCR per ID\n", m, ns["INCR/" m] / ns["Next/" m] } }' "$work/gobench"
 fi
 
 # free_port: a random port on 127.0.0.1 that nothing listens on now.
