@@ -49,19 +49,9 @@ func TestClientProcesses(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building testdata/idclient: %v\n%s", err, out)
 	}
-	tests := []struct {
-		name string
-		open func(t *testing.T, dir string) store
-	}{
-		{"SQLite", sqliteStore},
-		{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			runClientProcesses(t, bin, dir, append(tc.open(t, dir).env, cpEnv...))
-		})
-	}
+	forEachSharedStore(t, func(t *testing.T, dir string, env []string) {
+		runClientProcesses(t, bin, dir, append(env, cpEnv...))
+	})
 }
 
 func runClientProcesses(t *testing.T, bin, dir string, env []string) {

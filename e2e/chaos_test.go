@@ -44,19 +44,9 @@ var chaosEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=20", "LEAF_SEGMENT_MAX_STEP=2
 // TestChaos runs the chaos on one MariaDB database and on one SQLite file
 // shared by the three processes.
 func TestChaos(t *testing.T) {
-	tests := []struct {
-		name string
-		open func(t *testing.T, dir string) store
-	}{
-		{"SQLite", sqliteStore},
-		{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			runChaos(t, dir, append(tc.open(t, dir).env, chaosEnv...))
-		})
-	}
+	forEachSharedStore(t, func(t *testing.T, dir string, env []string) {
+		runChaos(t, dir, append(env, chaosEnv...))
+	})
 }
 
 // chaosSeedFor is the seed of the schedule and of the clients' choices.

@@ -44,6 +44,24 @@ func sqliteStore(t *testing.T, dir string) store {
 	return store{name: "sqlite", env: []string{"LEAF_STORE_DRIVER=sqlite", "LEAF_STORE_DSN=" + path}, db: db}
 }
 
+// forEachSharedStore runs f on a fresh SQLite file in dir and on a fresh
+// database of the MariaDB of LEAF_TEST_MYSQL_DSN: env points leaf at it.
+func forEachSharedStore(t *testing.T, f func(t *testing.T, dir string, env []string)) {
+	tests := []struct {
+		name string
+		open func(t *testing.T, dir string) store
+	}{
+		{"SQLite", sqliteStore},
+		{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			f(t, dir, tc.open(t, dir).env)
+		})
+	}
+}
+
 // mysqlStore is a fresh database on the MariaDB of LEAF_TEST_MYSQL_DSN
 // (skipped when unset, failed when CI=true: mysqltest.DSN).
 func mysqlStore(t *testing.T) store {
