@@ -12,6 +12,7 @@ import (
 
 	"github.com/leaf-id/leaf/client"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -52,7 +53,7 @@ func exampleLeaf() (addr string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	db, err := persist.OpenSQLite(ctx, filepath.Join(dir, "leaf.db"), persist.Options{CreateSchema: true})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "leaf.db"), persist.Options{CreateSchema: true})
 	if err != nil {
 		log.Fatal(err)
 	}

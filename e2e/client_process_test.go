@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // The process test of package client: three processes take IDs through it,
 // eight goroutines each on one generator, while the leaf servers they
