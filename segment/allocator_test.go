@@ -36,7 +36,9 @@ func TestPrefetchFiresOnceAtThreshold(t *testing.T) {
 			a := newTestAllocator(t, store, o)
 			tag := mustLookup(t, a, "a")
 			mustNext(t, tag) // first load
-			if got := store.takeCount(); got != 1 {
+			// At 1, the first ID also starts the prefetch, which may
+			// already have run.
+			if got := store.takeCount(); got != 1 && tc.trigger > 1 {
 				t.Fatalf("takes after first ID = %d, want 1", got)
 			}
 			for i := 2; i <= tc.trigger; i++ {
