@@ -30,11 +30,15 @@ type Options struct {
 	AutoCreate      bool          // create unknown tags with DefaultStep
 	MaxBatch        int64         // largest n of NextN
 	NegativeTTL     time.Duration // how long an unknown tag is remembered as unknown
-	RetryBackoff    time.Duration // first delay before retrying a failed load
-	MaxRetryBackoff time.Duration // longest delay between retries
+	RetryBackoff    time.Duration // first delay before a probe of a store away, or before retrying a tag's failed load
+	MaxRetryBackoff time.Duration // longest delay between two probes, or two retries (the delay doubles up to it)
 
 	// Now is the clock; tests inject one to force step changes.
 	Now func() time.Time
+	// AfterFunc runs f after d, as time.AfterFunc, and returns what stops
+	// it (reporting whether it did). It schedules probes and retries;
+	// tests inject one to fire them on cue.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 	// Logger receives the allocator's events; nil discards them.
 	Logger *slog.Logger
 	// Observe, when set, is told the duration and outcome of every
@@ -92,11 +96,15 @@ func (o Options) withDefaults() Options {
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = d.RetryBackoff
 	}
-	if o.MaxRetryBackoff < o.RetryBackoff {
-		o.MaxRetryBackoff = max(d.MaxRetryBackoff, o.RetryBackoff)
+	if o.MaxRetryBackoff <= 0 {
+		o.MaxRetryBackoff = d.MaxRetryBackoff
 	}
+	o.RetryBackoff = min(o.RetryBackoff, o.MaxRetryBackoff) // a cap below the first delay lowers it
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.AfterFunc == nil {
+		o.AfterFunc = timerFunc
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -128,16 +136,10 @@ type Allocator struct {
 	loadFailures atomic.Int64
 	guardTrips   atomic.Int64
 	guardRepairs atomic.Int64
-	storeOK      atomic.Bool
-	storeErr     atomic.Pointer[storeError]
+	h            health // the store's state (health.go)
 
 	stop     context.CancelFunc
 	syncDone chan struct{}
-}
-
-type storeError struct {
-	err error
-	at  time.Time
 }
 
 type lookupCall struct {
@@ -161,7 +163,7 @@ func New(store persist.Store, opts Options) *Allocator {
 		pending:  map[string]*lookupCall{},
 		negative: map[string]time.Time{},
 	}
-	a.storeOK.Store(true)
+	a.h.init()
 	a.pool = newLoaderPool(opts.Loaders, (*Tag).runLoad)
 	return a
 }
@@ -186,6 +188,9 @@ func (a *Allocator) syncLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if a.h.state.Load().away {
+				continue // the probe is the one call to a store away
+			}
 			if err := a.Sync(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("tag sync failed", "err", err)
 			}
@@ -197,14 +202,19 @@ func (a *Allocator) syncLoop(ctx context.Context) {
 // tags whose row is missing are marked vanished but keep serving the IDs
 // they have reserved (Leaf drops them, so a mistaken DELETE breaks callers).
 func (a *Allocator) Sync(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, max(a.opts.LoadTimeout, 30*time.Second))
+	return a.sync(ctx, max(a.opts.LoadTimeout, 30*time.Second))
+}
+
+// sync is Sync with its deadline: a probe allows only load_timeout.
+func (a *Allocator) sync(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	mark := a.mark()
 	rows, err := a.store.Tags(ctx)
+	a.noteStore(ctx, err, mark)
 	if err != nil {
-		a.storeFailed(err)
 		return fmt.Errorf("segment: sync: %w", err)
 	}
-	a.storeSucceeded()
 	seen := make(map[string]struct{}, len(rows))
 	var fresh []*Tag
 	for _, r := range rows {
@@ -294,7 +304,8 @@ func validTag(name string) error {
 
 // lookupSlow resolves a tag not in the map: one database lookup per name at a
 // time (followers wait for it), at most Loaders lookups at once, and unknown
-// names remembered for NegativeTTL.
+// names remembered for NegativeTTL. While the store is away it answers at
+// once, and a store that goes away releases the lookups waiting on it.
 func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
 	if err := validTag(name); err != nil {
 		return nil, err
@@ -314,6 +325,11 @@ func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
 		}
 		delete(a.negative, name)
 	}
+	st := a.h.state.Load()
+	if st.away {
+		a.mu.Unlock()
+		return nil, a.refuseName(name)
+	}
 	if c, ok := a.pending[name]; ok {
 		a.mu.Unlock()
 		select {
@@ -321,13 +337,21 @@ func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
 			return c.tag, c.err
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, ctx.Err())
+		case <-st.gone:
+			return nil, a.awayError(name)
 		}
 	}
+	return a.leadLookup(ctx, name, st.gone)
+}
+
+// leadLookup resolves name as the one lookup in flight for it; a.mu is held
+// on entry and released. gone, when closed, ends a wait for a lookup slot.
+func (a *Allocator) leadLookup(ctx context.Context, name string, gone <-chan struct{}) (*Tag, error) {
 	c := &lookupCall{done: make(chan struct{})}
 	a.pending[name] = c
 	a.mu.Unlock()
 
-	c.tag, c.err = a.resolve(ctx, name)
+	c.tag, c.err = a.resolve(ctx, name, gone)
 
 	a.mu.Lock()
 	delete(a.pending, name)
@@ -342,7 +366,7 @@ func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
 	return c.tag, c.err
 }
 
-func (a *Allocator) resolve(ctx context.Context, name string) (*Tag, error) {
+func (a *Allocator) resolve(ctx context.Context, name string, gone <-chan struct{}) (*Tag, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
 	select {
@@ -350,49 +374,48 @@ func (a *Allocator) resolve(ctx context.Context, name string) (*Tag, error) {
 		defer func() { <-a.lookup }()
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, ctx.Err())
+	case <-gone:
+		return nil, a.awayError(name)
 	}
+	mark := a.mark()
 	_, err := a.store.Tag(ctx, name)
 	if errors.Is(err, persist.ErrNotFound) {
 		if !a.opts.AutoCreate {
+			a.noteStore(ctx, err, mark) // an answer: the store is there
 			return nil, fmt.Errorf("%w: %q (auto-create is off)", ErrUnknownTag, name)
 		}
+		// Only the outcome of the write says whether the store is
+		// back: a database may answer reads and fail writes.
 		if _, err = a.store.Create(ctx, name, a.opts.DefaultStep, ""); err == nil {
 			a.log.Info("tag created", "tag", name, "step", a.opts.DefaultStep)
 		}
 	}
+	a.noteStore(ctx, err, mark)
 	if err != nil {
-		a.storeFailed(err)
+		if isStoreFault(err) {
+			a.keepLookup(name)
+		}
 		return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, err)
 	}
-	a.storeSucceeded()
 	return a.tags.add(a.newTag(name))[0], nil
 }
 
-// take is Store.Take with the outcome recorded.
+// take is Store.Take with its duration observed and its outcome noted.
 func (a *Allocator) take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	mark := a.mark()
+	r, err := a.observedTake(ctx, tag, size)
+	a.noteStore(ctx, err, mark)
+	return r, err
+}
+
+// observedTake is Store.Take with its duration observed (Options.Observe).
+func (a *Allocator) observedTake(ctx context.Context, tag string, size int64) (persist.Range, error) {
 	start := a.opts.Now()
 	r, err := a.store.Take(ctx, tag, size)
 	if a.opts.Observe != nil {
 		a.opts.Observe(a.opts.Now().Sub(start), err)
 	}
-	if err != nil && !errors.Is(err, persist.ErrNotFound) {
-		a.storeFailed(err)
-	} else {
-		a.storeSucceeded()
-	}
 	return r, err
-}
-
-func (a *Allocator) storeFailed(err error) {
-	a.storeOK.Store(false)
-	a.storeErr.Store(&storeError{err: err, at: a.opts.Now()})
-}
-
-func (a *Allocator) storeSucceeded() {
-	if !a.storeOK.Load() {
-		a.storeOK.Store(true)
-		a.log.Info("database reachable again")
-	}
 }
 
 func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }
@@ -411,6 +434,7 @@ func (a *Allocator) Close(ctx context.Context) error {
 		a.stop()
 		<-a.syncDone
 	}
+	a.stopProbes()
 	for _, t := range a.pool.close() {
 		t.mu.Lock()
 		if l := t.inflight; l != nil {
@@ -459,7 +483,7 @@ func (t *Tag) giveBack(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.retry != nil {
-		t.retry.Stop()
+		t.retry()
 		t.retry = nil
 	}
 	if !t.init {

@@ -216,12 +216,16 @@ func TestLoadFailureThenRecovery(t *testing.T) {
 		}
 		return nil
 	})
-	a := newTestAllocator(t, store, testOptions(newClock()))
+	c := newClock()
+	o := testOptions(c)
+	o.AfterFunc = c.AfterFunc
+	a := newTestAllocator(t, store, o)
 	tag := mustLookup(t, a, "a")
 	_, err := tag.Next(context.Background())
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, down) {
 		t.Fatalf("err = %v, want ErrUnavailable wrapping the cause", err)
 	}
+	c.waitTimer() // the failure made the store away: a probe is due
 	if !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("error %q does not say why", err)
 	}
@@ -231,6 +235,7 @@ func TestLoadFailureThenRecovery(t *testing.T) {
 	mu.Lock()
 	failing = false
 	mu.Unlock()
+	c.Add(o.RetryBackoff) // the probe finds the store back
 	if got := mustNext(t, tag); got != 1 {
 		t.Fatalf("after recovery id = %d, want 1", got)
 	}
@@ -411,8 +416,13 @@ func TestBadInput(t *testing.T) {
 
 func TestGuardRefusesLowerMaxID(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
-	o := testOptions(newClock())
+	c := newClock()
+	o := testOptions(c)
 	o.PrefetchAt = 1 // no prefetch before the segment is spent
+	// Refused loads are retried only when the test moves the clock: each
+	// one moves max_id up, and a retry in the background could carry it
+	// past the reserved IDs before a request meets the refusal.
+	o.AfterFunc = c.AfterFunc
 	a := newTestAllocator(t, store, o)
 	tag := mustLookup(t, a, "a")
 	for range 15 {

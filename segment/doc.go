@@ -33,4 +33,29 @@
 // keeps serving what it has reserved. On Close, unused IDs are given back
 // top-down with one compare-and-set per segment, so a clean restart resumes
 // at the next ID.
+//
+// # A database that is away
+//
+// The database's health is kept per store, not per tag: a hung database
+// hangs every tag, so once one call has failed, a request that needs the
+// database answers at once instead of spending its own load_timeout on it.
+// The store is away from the first failed call (a load, a lookup, a tag
+// sync; not an answer about one tag, such as a missing row or a range the
+// guard refuses) until one succeeds. While it is away:
+//
+//   - cached IDs are served as always and prefetches start as always, but
+//     no load reaches the database: the tag is parked until it is back;
+//   - a request that needs the database (no cached IDs, a dedicated INCRBY
+//     range, an unknown tag) fails at once with ErrStoreAway, and requests
+//     already waiting on a load are released with it;
+//   - one probe at a time tests the database, RetryBackoff after the
+//     failure, then at intervals doubling up to MaxRetryBackoff: the load
+//     of a parked tag (a write, as every load), else the lookup of a name
+//     refused meanwhile, else a read of the tag list.
+//
+// The first call that succeeds, probe or not, ends the episode: requests
+// go to the database again, and the parked tags are reloaded in the
+// background, behind the loads requests wait for, on at most half the
+// loaders. A failure while the database answers other calls (a slow
+// database, one row locked) is that call's failure, not an outage.
 package segment

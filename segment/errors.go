@@ -19,6 +19,10 @@ var (
 	// ErrUnavailable: no cached IDs and the database did not deliver a
 	// segment in time.
 	ErrUnavailable = errors.New("no cached IDs and the database is unavailable")
+	// ErrStoreAway: a request that needed the database while it is away
+	// (a call to it failed and no probe has reached it since) was refused
+	// at once. Errors that wrap it wrap ErrUnavailable too.
+	ErrStoreAway = errors.New("database away")
 	// ErrGuard: the database answered a range below IDs already reserved
 	// (max_id was lowered by hand); the range was refused.
 	ErrGuard = errors.New("database max_id is below IDs already reserved")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -12,12 +13,17 @@ import (
 )
 
 // fakeStore is an in-memory Store whose Take can be made to block, fail or
-// report each call, so tests force every branch of the allocator on cue.
+// report each call, so tests force every branch of the allocator on cue;
+// setDown and setHung make every call that serves requests (Take, Tags,
+// Tag, Create) fail at once or hang, as a database that is away.
 type fakeStore struct {
 	mu      sync.Mutex
 	rows    map[string]*persist.Tag
 	guard   map[string]int64                                        // the persistent guard, as persist keeps it; nil: off
 	onTake  func(ctx context.Context, tag string, size int64) error // runs before a Take applies
+	down    error                                                   // every call fails with it at once
+	hung    chan struct{}                                           // every call waits until it is closed or its context ends
+	calls   int                                                     // Take, Tags, Tag and Create calls
 	takes   int
 	sizes   []int64
 	backs   int
@@ -48,7 +54,66 @@ func (s *fakeStore) setHook(h func(context.Context, string, int64) error) {
 	s.mu.Unlock()
 }
 
+// setDown makes every call fail at once with err wrapped in
+// persist.ErrUnavailable; nil brings the store back.
+func (s *fakeStore) setDown(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("%w: %w", persist.ErrUnavailable, err)
+	}
+	s.down = err
+}
+
+// setHung makes every call wait until its context ends (a hung database:
+// only the deadline ends a call) or until the returned function is called,
+// which ends the waits with the deadline's error and brings the store back.
+func (s *fakeStore) setHung() (cut func()) {
+	hung := make(chan struct{})
+	s.mu.Lock()
+	s.hung = hung
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.hung == hung {
+			s.hung = nil
+		}
+		s.mu.Unlock()
+		close(hung)
+	}
+}
+
+// fault counts a call and applies setDown or setHung to it.
+func (s *fakeStore) fault(ctx context.Context) error {
+	s.mu.Lock()
+	s.calls++
+	down, hung := s.down, s.hung
+	s.mu.Unlock()
+	if down != nil {
+		return down
+	}
+	if hung != nil {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", persist.ErrUnavailable, ctx.Err())
+		case <-hung:
+			return fmt.Errorf("%w: %w", persist.ErrUnavailable, context.DeadlineExceeded)
+		}
+	}
+	return nil
+}
+
+// callCount is the number of Take, Tags, Tag and Create calls so far.
+func (s *fakeStore) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
 func (s *fakeStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	if err := s.fault(ctx); err != nil {
+		return persist.Range{}, err
+	}
 	if h := s.hook(); h != nil {
 		if err := h(ctx, tag, size); err != nil {
 			return persist.Range{}, err
@@ -92,6 +157,9 @@ func (s *fakeStore) withGuard() *fakeStore {
 }
 
 func (s *fakeStore) Tags(ctx context.Context) ([]persist.Tag, error) {
+	if err := s.fault(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]persist.Tag, 0, len(s.rows))
@@ -102,6 +170,9 @@ func (s *fakeStore) Tags(ctx context.Context) ([]persist.Tag, error) {
 }
 
 func (s *fakeStore) Tag(ctx context.Context, name string) (persist.Tag, error) {
+	if err := s.fault(ctx); err != nil {
+		return persist.Tag{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lookups++
@@ -113,6 +184,9 @@ func (s *fakeStore) Tag(ctx context.Context, name string) (persist.Tag, error) {
 }
 
 func (s *fakeStore) Create(ctx context.Context, name string, step int64, desc string) (bool, error) {
+	if err := s.fault(ctx); err != nil {
+		return false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.rows[name]; ok {
@@ -164,13 +238,26 @@ func (s *fakeStore) takeCount() int {
 	return s.takes
 }
 
-// clock is an injected clock that only moves when told.
+// clock is an injected clock that only moves when told. Its AfterFunc,
+// given as Options.AfterFunc, runs f when Add moves the clock past d.
 type clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	set    sync.Cond // broadcast when a timer is set
+	now    time.Time
+	timers []*fakeTimer // pending, in the order they were set
 }
 
-func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
+type fakeTimer struct {
+	at time.Time
+	d  time.Duration
+	f  func()
+}
+
+func newClock() *clock {
+	c := &clock{now: time.Unix(1_700_000_000, 0)}
+	c.set.L = &c.mu
+	return c
+}
 
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
@@ -178,10 +265,67 @@ func (c *clock) Now() time.Time {
 	return c.now
 }
 
+// Add moves the clock by d, then runs the timers that fell due, earliest
+// first, on the caller's goroutine: when Add returns, they have run.
 func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	left := c.timers[:0]
+	for _, tm := range c.timers {
+		if tm.at.After(c.now) {
+			left = append(left, tm)
+		} else {
+			due = append(due, tm)
+		}
+	}
+	c.timers = left
 	c.mu.Unlock()
+	sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	for _, tm := range due {
+		tm.f()
+	}
+}
+
+// AfterFunc is Options.AfterFunc on the clock.
+func (c *clock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tm := &fakeTimer{at: c.now.Add(d), d: d, f: f}
+	c.timers = append(c.timers, tm)
+	c.set.Broadcast()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, p := range c.timers {
+			if p == tm {
+				c.timers = append(c.timers[:i], c.timers[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// waitTimer blocks until a timer is pending: the allocator's first probe
+// is set once a failure has made the store away.
+func (c *clock) waitTimer() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.timers) == 0 {
+		c.set.Wait()
+	}
+}
+
+// pending is the delays of the timers not yet run, as they were set.
+func (c *clock) pending() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for _, tm := range c.timers {
+		out = append(out, tm.d)
+	}
+	return out
 }
 
 // testOptions are small, fast options for unit tests.

@@ -121,8 +121,15 @@ type Stats struct {
 	GuardTrips   int64
 	GuardRepairs int64 // ranges the store's persistent guard repaired
 	QueuedLoads  int
-	GuardTable   bool      // the store keeps the persistent guard (leaf_guard)
-	StoreOK      bool      // the last database call succeeded
+	GuardTable   bool // the store keeps the persistent guard (leaf_guard)
+	// StoreOK is false while the store is away: from a failed database
+	// call until one succeeds. Requests that need the database then
+	// answer at once (Refused) while one probe at a time tests it.
+	StoreOK      bool
+	AwaySince    time.Time // start of the current episode; zero when StoreOK
+	Outages      int64     // episodes of the store being away
+	Probes       int64     // calls made to learn whether the store is back
+	Refused      int64     // requests answered at once because the store was away
 	StoreError   string    // the last database error, "" when none
 	StoreErrorAt time.Time // when it happened
 }
@@ -136,12 +143,16 @@ func (a *Allocator) Stats() Stats {
 		GuardTrips:   a.guardTrips.Load(),
 		GuardRepairs: a.guardRepairs.Load(),
 		QueuedLoads:  a.pool.pending(),
-		StoreOK:      a.storeOK.Load(),
+		Outages:      a.h.outages.Load(),
+		Probes:       a.h.probes.Load(),
+		Refused:      a.h.refused.Load(),
 	}
+	st := a.h.state.Load()
+	s.StoreOK, s.AwaySince = !st.away, st.since
 	if g, ok := a.store.(persist.Guarded); ok {
 		s.GuardTable = g.GuardEnabled()
 	}
-	if e := a.storeErr.Load(); e != nil {
+	if e := a.h.lastErr.Load(); e != nil {
 		s.StoreError = e.err.Error()
 		s.StoreErrorAt = e.at
 	}

@@ -2,21 +2,31 @@ package segment
 
 import "sync"
 
-// loaderPool runs segment loads on a fixed number of workers. The queue
-// holds each tag at most once: a tag is pushed only when it has no load in
-// flight (Tag.loading), so its length is bounded by the number of tags and
-// the number of goroutines and database connections by the worker count.
+// loaderPool runs segment loads on a fixed number of workers, so the number
+// of goroutines and database connections stays bounded whatever the number
+// of tags. It has two queues. The first holds the loads requests wait for
+// and prefetches, in order. The second holds background reloads (the tags
+// parked while the store was away): a worker takes one only when the first
+// queue is empty, and at most half the workers run them at once, so a
+// backlog of reloads after an outage never delays a request, nor floods a
+// database that has just come back. A tag is in each queue at most once:
+// it is pushed only when it has no load in flight (Tag.inflight), and again
+// to the first queue only when a request promotes its background load.
 type loaderPool struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	queue  []*Tag
 	head   int
+	low    []*Tag // background reloads
+	lowAt  int    // head of low
+	lowRun int    // background reloads running
+	maxLow int    // of the workers, how many may run background reloads
 	closed bool
 	wg     sync.WaitGroup
 }
 
 func newLoaderPool(workers int, run func(*Tag)) *loaderPool {
-	p := &loaderPool{}
+	p := &loaderPool{maxLow: max(1, workers/2)}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(workers)
 	for range workers {
@@ -25,7 +35,8 @@ func newLoaderPool(workers int, run func(*Tag)) *loaderPool {
 	return p
 }
 
-// push queues a tag. It reports false when the pool is closed.
+// push queues a tag in the first queue. It reports false when the pool is
+// closed.
 func (p *loaderPool) push(t *Tag) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -37,33 +48,63 @@ func (p *loaderPool) push(t *Tag) bool {
 	return true
 }
 
-func (p *loaderPool) pop() (*Tag, bool) {
+// pushLow queues a background reload. It reports false when the pool is
+// closed.
+func (p *loaderPool) pushLow(t *Tag) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.head == len(p.queue) && !p.closed {
+	if p.closed {
+		return false
+	}
+	p.low = append(p.low, t)
+	p.cond.Signal()
+	return true
+}
+
+// pop returns the next tag to load, and whether it is a background reload.
+func (p *loaderPool) pop() (t *Tag, low, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed {
+		if p.head < len(p.queue) {
+			t = p.queue[p.head]
+			p.queue[p.head] = nil
+			p.head++
+			if p.head == len(p.queue) {
+				// Reuse the backing array once drained.
+				p.queue, p.head = p.queue[:0], 0
+			}
+			return t, false, true
+		}
+		if p.lowAt < len(p.low) && p.lowRun < p.maxLow {
+			t = p.low[p.lowAt]
+			p.low[p.lowAt] = nil
+			p.lowAt++
+			if p.lowAt == len(p.low) {
+				p.low, p.lowAt = p.low[:0], 0
+			}
+			p.lowRun++
+			return t, true, true
+		}
 		p.cond.Wait()
 	}
-	if p.closed {
-		return nil, false
-	}
-	t := p.queue[p.head]
-	p.queue[p.head] = nil
-	p.head++
-	if p.head == len(p.queue) {
-		// Reuse the backing array once drained.
-		p.queue, p.head = p.queue[:0], 0
-	}
-	return t, true
+	return nil, false, false
 }
 
 func (p *loaderPool) work(run func(*Tag)) {
 	defer p.wg.Done()
 	for {
-		t, ok := p.pop()
+		t, low, ok := p.pop()
 		if !ok {
 			return
 		}
 		run(t)
+		if low {
+			p.mu.Lock()
+			p.lowRun--
+			p.cond.Signal() // a worker may take the next background reload
+			p.mu.Unlock()
+		}
 	}
 }
 
@@ -72,8 +113,8 @@ func (p *loaderPool) work(run func(*Tag)) {
 func (p *loaderPool) close() []*Tag {
 	p.mu.Lock()
 	p.closed = true
-	left := append([]*Tag(nil), p.queue[p.head:]...)
-	p.queue, p.head = nil, 0
+	left := append(append([]*Tag(nil), p.queue[p.head:]...), p.low[p.lowAt:]...)
+	p.queue, p.head, p.low, p.lowAt = nil, 0, nil, 0
 	p.cond.Broadcast()
 	p.mu.Unlock()
 	p.wg.Wait()
@@ -84,5 +125,5 @@ func (p *loaderPool) close() []*Tag {
 func (p *loaderPool) pending() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.queue) - p.head
+	return len(p.queue) - p.head + len(p.low) - p.lowAt
 }

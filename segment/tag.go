@@ -48,7 +48,7 @@ type Tag struct {
 	lastErr                                       error
 	lastErrAt                                     int64
 	failures                                      int         // consecutive failed loads, for the retry backoff
-	retry                                         *time.Timer // pending retry after a failed load
+	retry                                         func() bool // stops the pending retry after a failed load
 
 	issued     int64   // IDs issued from retired segments and dedicated ranges
 	lastIssued int64   // highest ID issued from a retired segment or dedicated range
@@ -60,6 +60,9 @@ type Tag struct {
 type load struct {
 	done chan struct{}
 	err  error
+	// Guarded by the tag's mu:
+	low     bool // queued as a background reload, not yet promoted
+	started bool // a worker runs it: the tag's other queue entry, if any, is spent
 }
 
 // Name is the tag's name.
@@ -119,7 +122,9 @@ func (t *Tag) prefetch(s *segment) {
 }
 
 // slow serves a request the current segment cannot: it switches to the next
-// segment, takes a dedicated range, or waits for the load in flight.
+// segment, takes a dedicated range, or waits for the load in flight. While
+// the store is away it fails at once instead, and a store that goes away
+// releases the wait.
 func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 	var timer *time.Timer
 	waited := false
@@ -142,6 +147,15 @@ func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 			t.mu.Unlock()
 			continue
 		}
+		st := t.a.h.state.Load()
+		if st.away {
+			if t.next == nil {
+				t.a.parkIfAwayLocked(t) // loaded once the store is back
+			}
+			t.mu.Unlock()
+			t.a.h.refused.Add(1)
+			return 0, t.a.awayError(t.name)
+		}
 		if t.init && (t.next != nil || n > t.nextStepLocked(t.a.nowNanos())) {
 			// n is larger than any segment held or about to be loaded.
 			if !waited {
@@ -158,6 +172,7 @@ func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 				return 0, ErrClosed
 			}
 		}
+		t.promoteLocked(l)
 		t.mu.Unlock()
 
 		if !waited {
@@ -170,16 +185,25 @@ func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 		}
 		select {
 		case <-l.done:
-			if l.err != nil && !errors.Is(l.err, errDiscarded) {
-				t.mu.Lock()
-				err := t.loadErrorLocked(l.err)
-				t.mu.Unlock()
-				return 0, err
-			}
 		case <-timer.C:
 			return 0, t.timeoutError()
 		case <-ctx.Done():
 			return 0, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, t.name, ctx.Err())
+		case <-st.gone:
+			// Another call found the store away: this load would most
+			// likely end at its deadline too, so the request is answered
+			// now, unless the load has ended meanwhile.
+			select {
+			case <-l.done:
+			default:
+				return 0, t.a.awayError(t.name)
+			}
+		}
+		if l.err != nil && !errors.Is(l.err, errDiscarded) {
+			t.mu.Lock()
+			err := t.loadErrorLocked(l.err)
+			t.mu.Unlock()
+			return 0, err
 		}
 	}
 }
@@ -226,6 +250,9 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	}
 	if err != nil {
 		t.failLocked(err)
+		if isStoreFault(err) && t.next == nil {
+			t.a.parkIfAwayLocked(t) // the probe loads it
+		}
 		return 0, t.loadErrorLocked(err)
 	}
 	if cur := t.cur.Load(); cur.start < r.Start {
@@ -295,11 +322,52 @@ func (t *Tag) startLoadLocked() *load {
 	return l
 }
 
-// runLoad is a loader worker's job for one tag.
+// reloadLocked queues a background reload of the next segment (after an
+// outage), which requests do not wait behind.
+func (t *Tag) reloadLocked() {
+	l := &load{done: make(chan struct{}), low: true}
+	t.inflight = l
+	if !t.a.pool.pushLow(t) {
+		t.inflight = nil
+	}
+}
+
+// promoteLocked moves l, the load a request is about to wait for, ahead of
+// the background reloads if it is one of them and has not started.
+func (t *Tag) promoteLocked(l *load) {
+	if l.low && !l.started {
+		l.low = false
+		t.a.pool.push(t)
+	}
+}
+
+// runLoad is a loader worker's job for one tag. While the store is away the
+// load does not reach it: the tag is parked until the store is back, and
+// the load ends at once.
 func (t *Tag) runLoad() {
-	a := t.a
 	t.mu.Lock()
 	l := t.inflight
+	if l == nil || l.started {
+		t.mu.Unlock()
+		return // the tag's entry in the other queue ran this load
+	}
+	l.started = true
+	if t.a.parkIfAwayLocked(t) {
+		t.inflight = nil
+		l.err = t.a.awayError(t.name)
+		close(l.done)
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	t.load(l)
+}
+
+// load takes the next segment from the store for l, the tag's load in
+// flight, and ends it.
+func (t *Tag) load(l *load) {
+	a := t.a
+	t.mu.Lock()
 	first := !t.init
 	var size int64 // 0: the table's step, for the first segment
 	if !first {
@@ -309,11 +377,15 @@ func (t *Tag) runLoad() {
 	t.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.LoadTimeout)
-	r, err := a.take(ctx, t.name, size)
+	mark := a.mark()
+	r, err := a.observedTake(ctx, t.name, size)
 	cancel()
+	outage := a.outage(context.Background(), err, mark)
+	if !outage {
+		a.noteOutcome(err, false) // before the waiters learn it: no lock held
+	}
 
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if err == nil {
 		t.noteRepairLocked(r)
 		err = t.checkLocked(r, h0)
@@ -342,11 +414,22 @@ func (t *Tag) runLoad() {
 	l.err = err
 	close(l.done)
 	if err != nil && t.next == nil {
-		if errors.Is(err, errDiscarded) {
+		switch {
+		case errors.Is(err, errDiscarded):
 			t.startLoadLocked()
-		} else {
+		case outage:
+			// This failure makes the store away, if it is not already:
+			// the probe, or the end of the episode, loads the tag.
+			a.parkLocked(t)
+		default:
 			t.scheduleRetryLocked()
 		}
+	}
+	t.mu.Unlock()
+	if outage {
+		// Noted once this load's waiters have its outcome: the store going
+		// away releases the other requests waiting, not these.
+		a.noteOutcome(err, true)
 	}
 }
 
@@ -369,9 +452,9 @@ func (t *Tag) scheduleRetryLocked() {
 	if t.retry != nil || t.a.closed.Load() {
 		return
 	}
-	d := t.a.opts.RetryBackoff << min(t.failures-1, 8)
+	d := t.a.opts.RetryBackoff << min(max(t.failures-1, 0), 8)
 	d = min(d, t.a.opts.MaxRetryBackoff)
-	t.retry = time.AfterFunc(d, func() {
+	t.retry = t.a.opts.AfterFunc(d, func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		t.retry = nil
@@ -384,8 +467,11 @@ func (t *Tag) scheduleRetryLocked() {
 // loadErrorLocked turns a failed load into the error a caller sees.
 func (t *Tag) loadErrorLocked(err error) error {
 	switch {
-	case errors.Is(err, ErrGuard), errors.Is(err, ErrOverflow), errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrGuard), errors.Is(err, ErrOverflow), errors.Is(err, ErrClosed), errors.Is(err, ErrStoreAway):
 		return err
+	case errors.Is(err, persist.ErrOverflow):
+		// The row's max_id is at the end of the range: no retry helps.
+		return fmt.Errorf("%w: tag %q: %w", ErrOverflow, t.name, err)
 	case errors.Is(err, persist.ErrNotFound):
 		return fmt.Errorf("%w: tag %q: its cached IDs are spent; re-create the row with max_id above %d",
 			ErrTagGone, t.name, t.high-1)
