@@ -274,11 +274,14 @@ func (s *outageStore) Take(ctx context.Context, tag string, size int64) (persist
 }
 
 // TestTryAgain: leaf's TRYAGAIN (its database is down and it has no IDs
-// cached) is ErrUnavailable with the server's reply; once the database is
-// back, the same generator serves again.
+// cached) is ErrUnavailable with the server's reply; once leaf's probe has
+// found the database back, the same generator serves again.
 func TestTryAgain(t *testing.T) {
 	var store *outageStore
-	in := servertest.Start(t, servertest.Options{Wrap: func(s persist.Store) persist.Store {
+	probes := &servertest.Probes{}
+	so := segment.DefaultOptions()
+	so.AfterFunc = probes.AfterFunc
+	in := servertest.Start(t, servertest.Options{Segment: &so, Wrap: func(s persist.Store) persist.Store {
 		store = &outageStore{Store: s}
 		return store
 	}})
@@ -294,6 +297,7 @@ func TestTryAgain(t *testing.T) {
 		t.Errorf("Stats() = %+v, want one failure", s)
 	}
 	store.down.Store(false)
+	probes.Run(t)
 	if id := next(t, g); id != 1 {
 		t.Errorf("Next once the database is back = %d, want 1", id)
 	}

@@ -15,39 +15,59 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	writeText(w, http.StatusOK, "ok\n")
 }
 
-// readyz: 200 while leaf can hand out IDs, 503 with the reason otherwise
-// (readiness, for load balancers). See readiness.
+// readyz: 200 while leaf can hand out IDs to the tags in use, 503 with the
+// reason otherwise (readiness, for load balancers). The body is "ok" when
+// the database answers, else the verdict and why. See readiness.
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	rd := readiness(h.alloc.Stats(), h.alloc.Tags())
 	status := http.StatusOK
 	if !rd.Ready {
 		status = http.StatusServiceUnavailable
 	}
-	writeText(w, status, rd.Reason+"\n")
+	body := rd.Reason
+	if rd.Verdict != verdictReady {
+		body = rd.Verdict + ": " + rd.Reason
+	}
+	writeText(w, status, body+"\n")
 }
 
 // maxNamed bounds the tag names a readiness reason lists.
 const maxNamed = 10
 
+// Readiness verdicts.
+const (
+	verdictReady   = "ready"
+	verdictPartial = "partially ready"
+	verdictNot     = "not ready"
+)
+
 // readyState is whether leaf can hand out IDs, and why (readyz, the
 // status page).
 type readyState struct {
-	Ready  bool
-	Reason string // "ok" when the store answers, else what is wrong or what still works
+	Ready   bool   // /readyz answers 200
+	Verdict string // ready, partially ready (200: the database is away), not ready (503)
+	Reason  string // "ok" when ready, else what is wrong and what still works
 }
 
-// readiness decides from the allocator's snapshot. Leaf is ready when the
-// last database call succeeded, or, with the database away, while it still
-// serves from memory: some IDs are cached and no tag in use (one that
-// loaded a segment) has run dry. The store's state is the allocator's view:
-// the last load, lookup or sync (every segment.sync_interval) that reached it.
+// readiness decides from the allocator's snapshot. Leaf is ready while
+// the database is not away. While it is away leaf is partially ready, and
+// still answers 200, as long as it serves every tag in use from memory:
+// some IDs are cached and no tag that loaded a segment has run dry. New
+// tags and dry ones get TRYAGAIN then, at once, but every server on that
+// database is in the same state, so taking this one out of rotation would
+// only take its cached IDs away from the clients. Once a tag in use has
+// run dry (or nothing is cached) it is not ready: 503.
 func readiness(st segment.Stats, tags []segment.TagInfo) readyState {
 	if st.StoreOK {
-		return readyState{Ready: true, Reason: "ok"}
+		return readyState{Ready: true, Verdict: verdictReady, Reason: "ok"}
 	}
-	store := "store unavailable"
+	store := "database away"
+	if !st.AwaySince.IsZero() {
+		store += " since " + st.AwaySince.UTC().Format(time.RFC3339)
+	}
+	store += fmt.Sprintf(" (%d probes)", st.Probes)
 	if st.StoreError != "" {
-		store += fmt.Sprintf(" since %s: %s", st.StoreErrorAt.UTC().Format(time.RFC3339), st.StoreError)
+		store += ": " + st.StoreError
 	}
 	var dry []string
 	cached := int64(0)
@@ -67,13 +87,14 @@ func readiness(st segment.Stats, tags []segment.TagInfo) readyState {
 	}
 	switch {
 	case len(dry) > 0:
-		return readyState{Reason: fmt.Sprintf("not ready: %s; %d tag(s) have no cached IDs left: %s",
+		return readyState{Verdict: verdictNot, Reason: fmt.Sprintf("%s; %d tag(s) have no cached IDs left: %s",
 			store, len(dry), nameList(dry))}
 	case cached == 0:
-		return readyState{Reason: fmt.Sprintf("not ready: %s; no IDs are cached", store)}
+		return readyState{Verdict: verdictNot, Reason: store + "; no IDs are cached"}
 	default:
-		return readyState{Ready: true, Reason: fmt.Sprintf("ok: serving %d cached IDs; shortest runway %s (tag %q); %s",
-			cached, formatRunway(shortest), shortestTag, store)}
+		return readyState{Ready: true, Verdict: verdictPartial, Reason: fmt.Sprintf(
+			"%s; serving %d cached IDs, shortest runway %s (tag %q); new tags answer TRYAGAIN until it is back",
+			store, cached, formatRunway(shortest), shortestTag)}
 	}
 }
 

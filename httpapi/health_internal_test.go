@@ -12,7 +12,7 @@ import (
 
 // TestReadiness: the decision of /readyz, case by case.
 func TestReadiness(t *testing.T) {
-	down := segment.Stats{StoreError: "dial tcp: refused", StoreErrorAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	down := segment.Stats{StoreError: "dial tcp: refused", AwaySince: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Probes: 3}
 	tag := func(name string, init bool, ids int64, secs float64) segment.TagInfo {
 		return segment.TagInfo{Name: name, Init: init, RunwayIDs: ids, RunwaySeconds: secs}
 	}
@@ -21,30 +21,31 @@ func TestReadiness(t *testing.T) {
 		many = append(many, tag(fmt.Sprintf("t%02d", i), true, 0, math.Inf(1)))
 	}
 	for _, tc := range []struct {
-		name   string
-		st     segment.Stats
-		tags   []segment.TagInfo
-		ready  bool
-		reason string
+		name    string
+		st      segment.Stats
+		tags    []segment.TagInfo
+		ready   bool
+		verdict string
+		reason  string
 	}{
-		{"store ok, no tags", segment.Stats{StoreOK: true}, nil, true, "ok"},
-		{"store ok, a dry tag", segment.Stats{StoreOK: true}, []segment.TagInfo{tag("a", true, 0, 0)}, true, "ok"},
-		{"store down, nothing cached", down, nil, false,
-			"not ready: store unavailable since 2026-01-02T03:04:05Z: dial tcp: refused; no IDs are cached"},
-		{"store down, runway left", down, []segment.TagInfo{tag("a", true, 5, 90), tag("b", true, 7, 30), tag("c", false, 0, math.Inf(1))}, true,
-			`ok: serving 12 cached IDs; shortest runway 30s (tag "b"); store unavailable since`},
-		{"store down, idle tags", down, []segment.TagInfo{tag("a", true, 5, math.Inf(1))}, true,
-			`shortest runway idle (tag "a")`},
-		{"store down, one tag dry", down, []segment.TagInfo{tag("a", true, 5, 90), tag("b", true, 0, 0)}, false,
-			"1 tag(s) have no cached IDs left: b"},
-		{"store down, many dry", down, many, false,
-			"12 tag(s) have no cached IDs left: t00, t01, t02, t03, t04, t05, t06, t07, t08, t09, and 2 more"},
-		{"store down, no error text", segment.Stats{}, nil, false, "not ready: store unavailable; no IDs are cached"},
+		{"store ok, no tags", segment.Stats{StoreOK: true}, nil, true, "ready", "ok"},
+		{"store ok, a dry tag", segment.Stats{StoreOK: true}, []segment.TagInfo{tag("a", true, 0, 0)}, true, "ready", "ok"},
+		{"store away, nothing cached", down, nil, false, "not ready",
+			"database away since 2026-01-02T03:04:05Z (3 probes): dial tcp: refused; no IDs are cached"},
+		{"store away, runway left", down, []segment.TagInfo{tag("a", true, 5, 90), tag("b", true, 7, 30), tag("c", false, 0, math.Inf(1))}, true,
+			"partially ready", `database away since 2026-01-02T03:04:05Z (3 probes): dial tcp: refused; serving 12 cached IDs, shortest runway 30s (tag "b"); new tags answer TRYAGAIN`},
+		{"store away, idle tags", down, []segment.TagInfo{tag("a", true, 5, math.Inf(1))}, true,
+			"partially ready", `shortest runway idle (tag "a")`},
+		{"store away, one tag dry", down, []segment.TagInfo{tag("a", true, 5, 90), tag("b", true, 0, 0)}, false,
+			"not ready", "1 tag(s) have no cached IDs left: b"},
+		{"store away, many dry", down, many, false,
+			"not ready", "12 tag(s) have no cached IDs left: t00, t01, t02, t03, t04, t05, t06, t07, t08, t09, and 2 more"},
+		{"store away, no error text", segment.Stats{}, nil, false, "not ready", "database away (0 probes); no IDs are cached"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := readiness(tc.st, tc.tags)
-			if got.Ready != tc.ready || !strings.Contains(got.Reason, tc.reason) {
-				t.Fatalf("got %+v, want ready %v and %q", got, tc.ready, tc.reason)
+			if got.Ready != tc.ready || got.Verdict != tc.verdict || !strings.Contains(got.Reason, tc.reason) {
+				t.Fatalf("got %+v, want ready %v, %s and %q", got, tc.ready, tc.verdict, tc.reason)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/segment"
+	"github.com/leaf-id/leaf/server/servertest"
 )
 
 func TestHealthz(t *testing.T) {
@@ -20,15 +21,17 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
-// TestReadyzFlips: ready while the store answers; still ready when it is
-// away but IDs are cached; 503 with the reason once a tag in use runs dry;
-// ready again when the store is back.
+// TestReadyzFlips: ready while the store answers; partially ready (still
+// 200) when it is away but IDs are cached; 503 with the reason once a tag
+// in use runs dry; ready again once a probe finds the store back.
 func TestReadyzFlips(t *testing.T) {
+	probes := &servertest.Probes{}
 	e := start(t, setup{seg: func(o *segment.Options) {
 		o.DefaultStep = 10
 		// Prefetch only when the last ID goes: no load runs in the
 		// background until the test spends the segment.
 		o.PrefetchAt = 1
+		o.AfterFunc = probes.AfterFunc
 	}})
 	c := e.client(t)
 	ctx := context.Background()
@@ -50,8 +53,8 @@ func TestReadyzFlips(t *testing.T) {
 		t.Fatal("Sync with the store down: no error")
 	}
 	t.Run("store down, IDs cached", func(t *testing.T) {
-		readyz(t, http.StatusOK, "ok: serving 9 cached IDs")
-		readyz(t, http.StatusOK, "store unavailable since")
+		readyz(t, http.StatusOK, "partially ready: database away since ")
+		readyz(t, http.StatusOK, "the test took the database away; serving 9 cached IDs")
 	})
 
 	for want := int64(2); want <= 10; want++ {
@@ -60,26 +63,37 @@ func TestReadyzFlips(t *testing.T) {
 		}
 	}
 	t.Run("store down, runway spent", func(t *testing.T) {
-		readyz(t, http.StatusServiceUnavailable, `not ready: store unavailable since`)
+		readyz(t, http.StatusServiceUnavailable, `not ready: database away since`)
 		readyz(t, http.StatusServiceUnavailable, `1 tag(s) have no cached IDs left: r`)
 		if err := c.Incr(ctx, "r").Err(); err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") {
 			t.Fatalf("INCR r with no runway and no store: %v, want TRYAGAIN", err)
 		}
+		m := metrics(t, e.URL)
+		for series, want := range map[string]float64{
+			"leaf_store_up": 0, "leaf_store_outages_total": 1, "leaf_store_refused_total": 1, "leaf_store_probes_total": 0,
+		} {
+			if m[series] != want {
+				t.Errorf("%s = %v while away, want %v", series, m[series], want)
+			}
+		}
+		if m["leaf_store_away_since_seconds"] <= 0 {
+			t.Errorf("leaf_store_away_since_seconds = %v while away, want a unix time", m["leaf_store_away_since_seconds"])
+		}
 	})
 
 	e.store.down.Store(false)
-	// A retry started while the store was away may still fail the first
-	// request; the next one loads afresh.
-	var err error
-	for range 3 {
-		if err = c.Incr(ctx, "r").Err(); err == nil {
-			break
-		}
-	}
-	if err != nil {
+	probes.Run(t) // finds the store back and loads r
+	if err := c.Incr(ctx, "r").Err(); err != nil {
 		t.Fatalf("INCR r with the store back: %v", err)
 	}
-	t.Run("store back", func(t *testing.T) { readyz(t, http.StatusOK, "ok") })
+	t.Run("store back", func(t *testing.T) {
+		readyz(t, http.StatusOK, "ok")
+		m := metrics(t, e.URL)
+		if m["leaf_store_up"] != 1 || m["leaf_store_away_since_seconds"] != 0 || m["leaf_store_probes_total"] != 1 {
+			t.Errorf("up %v, away since %v, probes %v once back; want 1, 0, 1",
+				m["leaf_store_up"], m["leaf_store_away_since_seconds"], m["leaf_store_probes_total"])
+		}
+	})
 }
 
 // TestReadyzNothingCached: a store away before any ID was cached leaves

@@ -86,6 +86,7 @@ type collector struct {
 
 	issued, loads, step, runwayIDs, runwaySecs, guardTrips, guardRepairs *prometheus.Desc
 	waits, storeUp, tags, queued, clients, commands, build               *prometheus.Desc
+	awaySince, outages, probes, refused                                  *prometheus.Desc
 
 	// own are the tags with series of their own. A tag keeps its place
 	// once it has one and the others stay in _other, so no series, not
@@ -120,7 +121,15 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 		waits: prometheus.NewDesc("leaf_store_waits_total",
 			"Requests that found both segments empty and waited on the database.", nil, nil),
 		storeUp: prometheus.NewDesc("leaf_store_up",
-			"1 when the last database call succeeded, 0 when it failed.", nil, nil),
+			"0 while the database is away (a call failed and no probe has reached it since), 1 otherwise.", nil, nil),
+		awaySince: prometheus.NewDesc("leaf_store_away_since_seconds",
+			"Unix time when the database went away, 0 while it is up.", nil, nil),
+		outages: prometheus.NewDesc("leaf_store_outages_total",
+			"Times the database went away.", nil, nil),
+		probes: prometheus.NewDesc("leaf_store_probes_total",
+			"Calls made to learn whether a database that is away is back, one at a time.", nil, nil),
+		refused: prometheus.NewDesc("leaf_store_refused_total",
+			"Requests answered TRYAGAIN at once because the database was away.", nil, nil),
 		tags: prometheus.NewDesc("leaf_tags",
 			"Tags known to this process.", nil, nil),
 		queued: prometheus.NewDesc("leaf_queued_loads",
@@ -139,7 +148,7 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.issued, c.loads, c.step, c.runwayIDs, c.runwaySecs, c.guardTrips, c.guardRepairs,
-		c.waits, c.storeUp, c.tags, c.queued, c.build,
+		c.waits, c.storeUp, c.awaySince, c.outages, c.probes, c.refused, c.tags, c.queued, c.build,
 	} {
 		ch <- d
 	}
@@ -197,6 +206,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.storeUp, prometheus.GaugeValue, up)
+	since := 0.0
+	if !st.AwaySince.IsZero() {
+		since = float64(st.AwaySince.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(c.awaySince, prometheus.GaugeValue, since)
+	ch <- prometheus.MustNewConstMetric(c.outages, prometheus.CounterValue, float64(st.Outages))
+	ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(st.Probes))
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refused))
 	ch <- prometheus.MustNewConstMetric(c.tags, prometheus.GaugeValue, float64(st.Tags))
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.QueuedLoads))
 	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1, c.version)

@@ -24,13 +24,15 @@ func registerLeaf(t table) {
 }
 
 // leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 25
+const leafInfoFields = 26
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
 // are 0/1 integers; last_load is unix milliseconds (0: never);
-// runway_seconds is a double, inf when the tag is idle; store_ok tells
-// whether the last database call succeeded. It does not look the
-// tag up in the database: a tag this server has not seen is unknown.
+// runway_seconds is a double, inf when the tag is idle; store_ok is 0
+// while the database is away (a call failed and no probe has reached it
+// since) and store_away_since is when that began, unix milliseconds (0:
+// not away). It does not look the tag up in the database: a tag this
+// server has not seen is unknown.
 func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	in, err := s.alloc.Info(string(args[1]))
 	if err != nil {
@@ -73,11 +75,7 @@ func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulkString("failures")
 	conn.WriteInt64(in.Failures)
 	conn.WriteBulkString("last_load")
-	if in.LastLoad.IsZero() {
-		conn.WriteInt64(0)
-	} else {
-		conn.WriteInt64(in.LastLoad.UnixMilli())
-	}
+	conn.WriteInt64(unixMilli(in.LastLoad))
 	conn.WriteBulkString("issued")
 	conn.WriteInt64(in.Issued)
 	conn.WriteBulkString("runway_ids")
@@ -96,6 +94,9 @@ func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulkString(in.LastError)
 	// The database state as this server sees it now (INFO leaf has the
 	// same): last_error above may be an old one.
+	st := s.alloc.Stats()
 	conn.WriteBulkString("store_ok")
-	writeBool(conn, s.alloc.Stats().StoreOK)
+	writeBool(conn, st.StoreOK)
+	conn.WriteBulkString("store_away_since")
+	conn.WriteInt64(unixMilli(st.AwaySince))
 }

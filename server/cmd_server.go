@@ -186,17 +186,25 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		line("guard_table", st.GuardTable)
 		line("queued_loads", st.QueuedLoads)
 		line("store_ok", st.StoreOK)
+		line("store_away_since", unixMilli(st.AwaySince))
+		line("store_outages", st.Outages)
+		line("store_probes", st.Probes)
+		line("store_refused", st.Refused)
 		line("store_last_error", st.StoreError)
-		at := int64(0)
-		if !st.StoreErrorAt.IsZero() {
-			at = st.StoreErrorAt.UnixMilli()
-		}
-		line("store_last_error_at", at)
+		line("store_last_error_at", unixMilli(st.StoreErrorAt))
 		s.infoLeafTags(line)
 	case "keyspace":
 		b.WriteString("# Keyspace\r\n")
 		s.infoKeyspace(line)
 	}
+}
+
+// unixMilli is t in unix milliseconds, 0 for the zero time (never).
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // port is the TCP port Serve listens on, 0 when unknown.

@@ -205,7 +205,7 @@ func TestLeafInfo(t *testing.T) {
 		fields := []string{"tag", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
 			"loads", "failures", "last_load", "issued", "runway_ids", "runway_seconds",
-			"guard_high", "guard_trips", "guard_repairs", "vanished", "last_error", "store_ok"}
+			"guard_high", "guard_trips", "guard_repairs", "vanished", "last_error", "store_ok", "store_away_since"}
 		for _, k := range fields {
 			if _, ok := f[k]; !ok {
 				t.Errorf("field %s missing", k)
@@ -226,7 +226,7 @@ func TestLeafInfo(t *testing.T) {
 			other + "value": int64(0), other + "max": int64(0), other + "step": int64(0),
 			"loads": int64(1), "failures": int64(0), "issued": int64(50), "runway_ids": int64(950),
 			"guard_high": int64(1001), "guard_trips": int64(0), "guard_repairs": int64(0), "vanished": int64(0), "last_error": "",
-			"store_ok": int64(1),
+			"store_ok": int64(1), "store_away_since": int64(0),
 		}
 		for k, w := range want {
 			if f[k] != w {
@@ -416,9 +416,15 @@ func (s *outageStore) Take(ctx context.Context, tag string, size int64) (persist
 	return s.Store.Take(ctx, tag, size)
 }
 
+// TestDatabaseDown: the first request waits for its load and gets its
+// error; from then on the database is away and requests that need it
+// answer at once, saying since when, until a probe finds it back.
 func TestDatabaseDown(t *testing.T) {
 	var store *outageStore
-	in := servertest.Start(t, servertest.Options{Wrap: func(s persist.Store) persist.Store {
+	probe := &servertest.Probes{}
+	so := segment.DefaultOptions()
+	so.AfterFunc = probe.AfterFunc
+	in := servertest.Start(t, servertest.Options{Segment: &so, Wrap: func(s persist.Store) persist.Store {
 		store = &outageStore{Store: s}
 		return store
 	}})
@@ -426,17 +432,26 @@ func TestDatabaseDown(t *testing.T) {
 		c := newClient(t, in.Addr, proto, "")
 		tag := "down" + strconv.Itoa(proto)
 		store.down.Store(true)
-		want := "TRYAGAIN no cached IDs for tag '" + tag + "' and the database is unavailable: injected outage"
-		wantErr(t, c, want, "INCR", tag)
-		wantErr(t, c, want, "INCRBY", tag, "5")
+		want := "TRYAGAIN no cached IDs for tag '" + tag + "' and the database is unavailable: "
+		wantErr(t, c, want+"injected outage", "INCR", tag)
+		err := c.Do(context.Background(), "INCRBY", tag, "5").Err()
+		if err == nil || !strings.HasPrefix(err.Error(), want+"database away since ") || !strings.HasSuffix(err.Error(), "; last error: injected outage") {
+			t.Fatalf("INCRBY while the database is away: %v, want %q, since when and the last error", err, want)
+		}
 		info, err := c.Info(context.Background(), "leaf").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(info, "\r\nstore_ok:0\r\n") || !strings.Contains(info, "\r\nstore_last_error:injected outage\r\n") {
-			t.Errorf("INFO leaf during the outage:\n%s", info)
+		for _, line := range []string{"store_ok:0", "store_last_error:injected outage", "store_refused:" + strconv.Itoa(4-proto)} {
+			if !strings.Contains(info, "\r\n"+line+"\r\n") {
+				t.Errorf("INFO leaf during the outage lacks %q:\n%s", line, info)
+			}
+		}
+		if f := leafInfo(t, c, tag); f["store_ok"] != int64(0) || f["store_away_since"] == int64(0) {
+			t.Errorf("LEAF.INFO during the outage: store_ok %v, store_away_since %v", f["store_ok"], f["store_away_since"])
 		}
 		store.down.Store(false)
+		probe.Run(t)
 		if id := mustIncr(t, c, tag); id != 1 {
 			t.Errorf("INCR once the database is back = %d, want 1", id)
 		}

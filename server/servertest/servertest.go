@@ -122,3 +122,40 @@ func (in *Instance) Stop() error {
 	})
 	return in.stopErr
 }
+
+// Probes holds what the allocator schedules (its probes of a database that
+// is away, and retries) until the test runs it: set its AfterFunc as
+// segment.Options.AfterFunc.
+type Probes struct {
+	mu sync.Mutex
+	f  func()
+}
+
+// AfterFunc is segment.Options.AfterFunc: it keeps f, whatever d, until
+// Run.
+func (p *Probes) AfterFunc(d time.Duration, f func()) (stop func() bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.f = f
+	return func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		held := p.f != nil
+		p.f = nil
+		return held
+	}
+}
+
+// Run runs the scheduled function now, on the caller's goroutine; it fails
+// the test when none is scheduled.
+func (p *Probes) Run(tb testing.TB) {
+	tb.Helper()
+	p.mu.Lock()
+	f := p.f
+	p.f = nil
+	p.mu.Unlock()
+	if f == nil {
+		tb.Fatal("servertest: no probe scheduled")
+	}
+	f()
+}
