@@ -202,6 +202,7 @@ func allocatorOptions(c config.SegmentConfig, log *slog.Logger) segment.Options 
 	o.SyncInterval = c.SyncInterval
 	o.AutoCreate = c.AutoCreate
 	o.MaxBatch = c.MaxBatch
+	o.MaxRetryBackoff = c.MaxRetryBackoff
 	o.Logger = log
 	return o
 }

@@ -85,6 +85,7 @@ type SegmentConfig struct {
 	SyncInterval    time.Duration // segment.sync_interval: how often the tag list is re-read
 	AutoCreate      bool          // segment.auto_create: create unknown tags on first use
 	MaxBatch        int64         // segment.max_batch: largest n for INCRBY
+	MaxRetryBackoff time.Duration // segment.max_retry_backoff: longest wait between probes of a database that is away
 }
 
 // Default returns the built-in configuration: what Load returns when there
@@ -126,6 +127,7 @@ func Default() Config {
 			SyncInterval:    time.Minute,
 			AutoCreate:      true,
 			MaxBatch:        100_000,
+			MaxRetryBackoff: 10 * time.Second,
 		},
 	}
 }
@@ -180,6 +182,7 @@ func keys() []key {
 		{"segment.sync_interval", "how often the tag list is re-read from the database", func(c *Config) any { return &c.Segment.SyncInterval }},
 		{"segment.auto_create", "create unknown tags on first use", func(c *Config) any { return &c.Segment.AutoCreate }},
 		{"segment.max_batch", "largest n accepted by INCRBY", func(c *Config) any { return &c.Segment.MaxBatch }},
+		{"segment.max_retry_backoff", "longest wait between probes of a database that is away", func(c *Config) any { return &c.Segment.MaxRetryBackoff }},
 	}
 }
 

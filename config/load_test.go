@@ -51,6 +51,7 @@ func nonDefault() Config {
 			SyncInterval:    30 * time.Second,
 			AutoCreate:      false,
 			MaxBatch:        5000,
+			MaxRetryBackoff: 3 * time.Second,
 		},
 	}
 }
@@ -88,6 +89,7 @@ func allEnv() []string {
 		"LEAF_SEGMENT_SYNC_INTERVAL=30s",
 		"LEAF_SEGMENT_AUTO_CREATE=false",
 		"LEAF_SEGMENT_MAX_BATCH=5000",
+		"LEAF_SEGMENT_MAX_RETRY_BACKOFF=3s",
 	}
 }
 
@@ -123,6 +125,7 @@ func allFlags() []string {
 		"--segment.sync_interval=30s",
 		"--segment.auto_create=false",
 		"--segment.max_batch=5000",
+		"--segment.max_retry_backoff=3s",
 	}
 }
 

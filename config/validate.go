@@ -112,6 +112,7 @@ func (c Config) Validate() error {
 	positive("segment.load_timeout", g.LoadTimeout)
 	positive("segment.sync_interval", g.SyncInterval)
 	atLeast("segment.max_batch", g.MaxBatch, 1)
+	positive("segment.max_retry_backoff", g.MaxRetryBackoff)
 
 	return errors.Join(errs...)
 }
