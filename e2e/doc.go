@@ -4,7 +4,8 @@
 // SQLite file and the throwaway MariaDB of scripts/mariadb.sh: restarts
 // after SIGTERM and kill -9, servers sharing one database, chaos with
 // SIGKILL and SIGTERM on a schedule, a database crashed, hung and down at
-// start, a deleted row, passwords kept out of logs, protected mode, TLS,
+// start, a database away under a pipeline of new tags (SQLite unable to
+// write among them), a deleted row, passwords kept out of logs, protected mode, TLS,
 // the admin password, the CLI and the HTTP API. Tests also check the
 // layout: the allocator links no database driver, config imports nothing
 // of leaf, and its defaults are leaf.yaml's and the packages' own.

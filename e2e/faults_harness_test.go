@@ -310,11 +310,13 @@ func incrErr(c *redis.Client, tag string) (int64, string, error) {
 	return id, "", err
 }
 
-// incrAfterRecovery is INCR tag once the database is back: an error reply
-// (TRYAGAIN) is accepted only a few times, for a load that started before
-// the database answered; it returns the ID and the replies it retried.
+// incrAfterRecovery is INCR tag once the database is back and a probe has
+// found it (store_ok:1): an error reply (TRYAGAIN) is accepted only a few
+// times, for a load that started before the database answered; it returns
+// the ID and the replies it retried.
 func incrAfterRecovery(t testing.TB, c *redis.Client, tag string) (int64, []string) {
 	t.Helper()
+	waitStoreOK(t, c, "1")
 	var tries []string
 	for len(tries) < 5 {
 		id, reply, err := incrErr(c, tag)

@@ -12,13 +12,14 @@ import (
 	"testing"
 )
 
-// outageEnv: segments of exactly 100 IDs (the step cannot grow), and
-// requests that give up on the database after one second.
+// outageEnv: segments of exactly 100 IDs (the step cannot grow), requests
+// that give up on the database after one second, and probes of a database
+// that is away at most a second apart.
 func outageEnv(dsn string) []string {
 	return []string{
 		"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + dsn,
 		"LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100",
-		"LEAF_SEGMENT_LOAD_TIMEOUT=1s", "LEAF_LOG_LEVEL=info",
+		"LEAF_SEGMENT_LOAD_TIMEOUT=1s", "LEAF_SEGMENT_MAX_RETRY_BACKOFF=1s", "LEAF_LOG_LEVEL=info",
 	}
 }
 
