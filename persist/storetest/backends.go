@@ -24,16 +24,40 @@ func testOptions() persist.Options {
 type OpenFunc func(t *testing.T, opts persist.Options) (persist.Store, error)
 
 // DB is a fresh, empty database of one backend, prepared for one test:
-// handles on it through persist, and direct SQL on it, as an operator (or
-// another tool) would run by hand.
+// handles on it through persist, and direct access to it (Raw), as an
+// operator (or another tool) would change it by hand.
 type DB struct {
 	open OpenFunc
-	raw  *sql.DB
+	raw  Raw
 }
 
-// NewDB is a backend's fresh database for the suite: open opens handles on
-// it; driverName and dsn (database/sql's, the driver registered by the
-// backend's package) give DB.Exec and DB.Int their own plain handle,
+// Raw changes a backend's data behind leaf's back, as an operator would by
+// hand, and reads what the Store does not show. Each backend supplies one:
+// NewDB makes it for the SQL backends; others pass theirs to NewDBOn.
+type Raw interface {
+	// Insert writes the tag's row (max_id, step, description) as a
+	// hand-written INSERT would; the guard is left as it is.
+	Insert(t *testing.T, tag string, maxID, step int64, description string)
+	// Delete removes the tag's row; the guard is left as it is.
+	Delete(t *testing.T, tag string)
+	// SetMaxID sets the row's max_id, as a hand-written UPDATE would.
+	SetMaxID(t *testing.T, tag string, maxID int64)
+	// Guard reads the tag's persistent guard (leaf_guard.high); ok is
+	// false when the tag has none.
+	Guard(t *testing.T, tag string) (high int64, ok bool)
+}
+
+// GuardDropper is a Raw of a backend whose guard is a table of its own,
+// which an operator may drop (or never create): the SQL backends. A
+// backend whose guard cannot be missing does not implement it.
+type GuardDropper interface {
+	// DropGuard drops the guard's table.
+	DropGuard(t *testing.T)
+}
+
+// NewDB is a SQL backend's fresh database for the suite: open opens
+// handles on it; driverName and dsn (database/sql's, the driver registered
+// by the backend's package) give its Raw a plain handle of its own,
 // closed by t.Cleanup.
 func NewDB(t *testing.T, driverName, dsn string, open OpenFunc) *DB {
 	t.Helper()
@@ -42,6 +66,13 @@ func NewDB(t *testing.T, driverName, dsn string, open OpenFunc) *DB {
 		t.Fatalf("sql.Open(%s): %v", driverName, err)
 	}
 	t.Cleanup(func() { _ = raw.Close() })
+	return NewDBOn(t, sqlRaw{raw}, open)
+}
+
+// NewDBOn is a backend's fresh database for the suite: open opens handles
+// on it, raw changes it by hand.
+func NewDBOn(t *testing.T, raw Raw, open OpenFunc) *DB {
+	t.Helper()
 	return &DB{open: open, raw: raw}
 }
 
@@ -65,26 +96,49 @@ func (db *DB) OpenWith(t *testing.T, edit func(*persist.Options)) persist.Store 
 	return s
 }
 
-// Exec runs one statement on the database directly.
-func (db *DB) Exec(t *testing.T, stmt string, args ...any) {
+// sqlRaw is the Raw of the SQL backends: statements on leaf_alloc and
+// leaf_guard.
+type sqlRaw struct{ db *sql.DB }
+
+func (r sqlRaw) Insert(t *testing.T, tag string, maxID, step int64, description string) {
 	t.Helper()
-	if _, err := db.raw.ExecContext(t.Context(), stmt, args...); err != nil {
-		t.Fatalf("%s %v: %v", stmt, args, err)
-	}
+	r.exec(t, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`, tag, maxID, step, description)
 }
 
-// Int runs a query of one integer directly; ok is false when it matches
-// no row.
-func (db *DB) Int(t *testing.T, query string, args ...any) (n int64, ok bool) {
+func (r sqlRaw) Delete(t *testing.T, tag string) {
 	t.Helper()
-	err := db.raw.QueryRowContext(t.Context(), query, args...).Scan(&n)
+	r.exec(t, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
+}
+
+func (r sqlRaw) SetMaxID(t *testing.T, tag string, maxID int64) {
+	t.Helper()
+	r.exec(t, `UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?`, maxID, tag)
+}
+
+func (r sqlRaw) Guard(t *testing.T, tag string) (int64, bool) {
+	t.Helper()
+	var high int64
+	err := r.db.QueryRowContext(t.Context(), `SELECT high FROM leaf_guard WHERE biz_tag = ?`, tag).Scan(&high)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false
 	}
 	if err != nil {
-		t.Fatalf("%s %v: %v", query, args, err)
+		t.Fatalf("leaf_guard.high of %q: %v", tag, err)
 	}
-	return n, true
+	return high, true
+}
+
+func (r sqlRaw) DropGuard(t *testing.T) {
+	t.Helper()
+	r.exec(t, `DROP TABLE leaf_guard`)
+}
+
+// exec runs one statement on the database directly.
+func (r sqlRaw) exec(t *testing.T, stmt string, args ...any) {
+	t.Helper()
+	if _, err := r.db.ExecContext(t.Context(), stmt, args...); err != nil {
+		t.Fatalf("%s %v: %v", stmt, args, err)
+	}
 }
 
 func closeOnCleanup(t *testing.T, s persist.Store) {

@@ -30,7 +30,7 @@ func guardOf(t *testing.T, s persist.Store) bool {
 // wantGuard checks leaf_guard.high of tag, read directly.
 func wantGuard(t *testing.T, db *DB, tag string, want int64) {
 	t.Helper()
-	high, ok := db.Int(t, `SELECT high FROM leaf_guard WHERE biz_tag = ?`, tag)
+	high, ok := db.raw.Guard(t, tag)
 	if !ok || high != want {
 		t.Fatalf("leaf_guard.high of %q = %d (row present: %v), want %d", tag, high, ok, want)
 	}
@@ -40,8 +40,8 @@ func wantGuard(t *testing.T, db *DB, tag string, want int64) {
 // hand, as an operator or a restored backup would.
 func recreate(t *testing.T, db *DB, tag string, step int64) {
 	t.Helper()
-	db.Exec(t, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
-	db.Exec(t, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 1, ?, 'recreated')`, tag, step)
+	db.raw.Delete(t, tag)
+	db.raw.Insert(t, tag, 1, step, "recreated")
 }
 
 // testGuardRepairs: whatever lowered the row, the next Take starts at the
@@ -61,7 +61,7 @@ func testGuardRepairs(t *testing.T, db *DB) {
 		{"Untouched", func(*testing.T, string) {}, 0,
 			persist.Range{Start: 31, End: 41, Step: 10}},
 		{"DeletedAndCreated", func(t *testing.T, tag string) {
-			db.Exec(t, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
+			db.raw.Delete(t, tag)
 			mustCreate(t, s, tag, 10, "")
 		}, 0, persist.Range{Start: 31, End: 41, Step: 10, Repaired: true, Answered: 1}},
 		{"RecreatedByHandOtherStep", func(t *testing.T, tag string) { recreate(t, db, tag, 5) }, 0,
@@ -69,16 +69,16 @@ func testGuardRepairs(t *testing.T, db *DB) {
 		{"RecreatedSized", func(t *testing.T, tag string) { recreate(t, db, tag, 10) }, 7,
 			persist.Range{Start: 31, End: 38, Step: 10, Repaired: true, Answered: 1}},
 		{"LoweredByHand", func(t *testing.T, tag string) {
-			db.Exec(t, `UPDATE leaf_alloc SET max_id = 15 WHERE biz_tag = ?`, tag)
+			db.raw.SetMaxID(t, tag, 15)
 		}, 0, persist.Range{Start: 31, End: 41, Step: 10, Repaired: true, Answered: 15}},
 		{"LoweredOneBelow", func(t *testing.T, tag string) {
-			db.Exec(t, `UPDATE leaf_alloc SET max_id = 30 WHERE biz_tag = ?`, tag)
+			db.raw.SetMaxID(t, tag, 30)
 		}, 0, persist.Range{Start: 31, End: 41, Step: 10, Repaired: true, Answered: 30}},
 		{"LoweredToZero", func(t *testing.T, tag string) {
-			db.Exec(t, `UPDATE leaf_alloc SET max_id = 0 WHERE biz_tag = ?`, tag)
+			db.raw.SetMaxID(t, tag, 0)
 		}, 0, persist.Range{Start: 31, End: 41, Step: 10, Repaired: true, Answered: 0}},
 		{"RaisedByHand", func(t *testing.T, tag string) {
-			db.Exec(t, `UPDATE leaf_alloc SET max_id = 100 WHERE biz_tag = ?`, tag)
+			db.raw.SetMaxID(t, tag, 100)
 		}, 0, persist.Range{Start: 100, End: 110, Step: 10}},
 		{"RaisedFloor", func(t *testing.T, tag string) {
 			if _, _, err := admin(t, s).RaiseFloor(t.Context(), tag, 499); err != nil {
@@ -139,7 +139,7 @@ func testGuardGiveBack(t *testing.T, db *DB) {
 		// matches the row, but the guard above it stays, and the next
 		// Take is repaired above every range handed out.
 		{"GuardAboveFrom", func(t *testing.T, tag string) {
-			db.Exec(t, `UPDATE leaf_alloc SET max_id = 21 WHERE biz_tag = ?`, tag)
+			db.raw.SetMaxID(t, tag, 21)
 			giveBack(t, tag, 21, 15, true)
 		}, 15, 31, persist.Range{Start: 31, End: 41, Step: 10, Repaired: true, Answered: 15}},
 	}
@@ -224,7 +224,7 @@ func testGuardConcurrentDeletes(t *testing.T, db *DB) {
 	}
 	// Once more with nothing running: the next Take must be repaired,
 	// exactly to the guard.
-	high, _ := db.Int(t, `SELECT high FROM leaf_guard WHERE biz_tag = ?`, "hot")
+	high, _ := db.raw.Guard(t, "hot")
 	recreate(t, db, "hot", step)
 	last := mustTake(t, stores[1], "hot", 0)
 	if want := (persist.Range{Start: high, End: high + step, Step: step, Repaired: true, Answered: 1}); last != want {
@@ -263,13 +263,27 @@ func checkDisjoint(t *testing.T, got []taken, step int64) {
 // database where leaf may not create tables) opens with CreateSchema off:
 // the guard is off, a warning says how to create the table, and ranges are
 // taken and given back as without the guard. Opened with CreateSchema, the
-// table is created and the guard is on from then on.
+// table is created and the guard is on from then on. A backend that keeps
+// the guard beside each tag (no GuardDropper) has no table to miss: opened
+// without schema creation, its guard is on and repairs.
 func testGuardTableMissing(t *testing.T, db *DB) {
+	dropper, ok := db.raw.(GuardDropper)
+	if !ok {
+		s := db.OpenWith(t, func(o *persist.Options) { o.CreateSchema = false })
+		if !guardOf(t, s) {
+			t.Fatal("GuardEnabled() = false on a backend whose guard cannot be missing")
+		}
+		mustCreate(t, s, "t", 10, "")
+		wantTake(t, s, "t", 0, persist.Range{Start: 1, End: 11, Step: 10})
+		recreate(t, db, "t", 10)
+		wantTake(t, s, "t", 0, persist.Range{Start: 11, End: 21, Step: 10, Repaired: true, Answered: 1})
+		return
+	}
 	first := db.Open(t)
 	mustCreate(t, first, "t", 10, "")
 	mustTake(t, first, "t", 0)
 	wantTake(t, first, "t", 0, persist.Range{Start: 11, End: 21, Step: 10})
-	db.Exec(t, `DROP TABLE leaf_guard`)
+	dropper.DropGuard(t)
 
 	var logs logbuf.Buffer
 	s := db.OpenWith(t, func(o *persist.Options) {

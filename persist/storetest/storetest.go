@@ -11,8 +11,8 @@
 //
 // Calling DB.Open twice gives two independent handles (two connection
 // pools) on the same database, which is how the suite checks that servers
-// sharing one database never get overlapping ranges; DB.Exec changes the
-// database behind leaf's back, as an operator would.
+// sharing one database never get overlapping ranges; the backend's Raw
+// changes the database behind leaf's back, as an operator would.
 package storetest
 
 import (
