@@ -54,11 +54,15 @@ type ServerConfig struct {
 // StoreConfig is the database behind the allocator (section store).
 // Its DSN may hold a password: log it with RedactedDSN or through LogValue.
 type StoreConfig struct {
-	Driver          string        // store.driver: "sqlite" or "mysql"
-	DSN             string        // store.dsn: file path (sqlite) or go-sql-driver DSN (mysql)
+	Driver          string        // store.driver: "sqlite", "mysql" or "etcd"
+	DSN             string        // store.dsn: file path (sqlite), go-sql-driver DSN (mysql), comma-separated endpoints (etcd)
 	CreateSchema    bool          // store.create_schema: create leaf_alloc and leaf_guard when missing
 	MaxOpenConns    int           // store.max_open_conns: database connections at most
 	ConnMaxLifetime time.Duration // store.conn_max_lifetime: recycle connections after this, 0 = never
+	EtcdPrefix      string        // store.etcd_prefix: etcd: every key leaf uses starts with it
+	EtcdTLSCA       string        // store.etcd_tls_ca: etcd: PEM CA of the members' certificates, "" = system roots
+	EtcdTLSCert     string        // store.etcd_tls_cert: etcd: PEM client certificate, "" = none
+	EtcdTLSKey      string        // store.etcd_tls_key: etcd: PEM key of store.etcd_tls_cert
 }
 
 // HTTPConfig is the optional HTTP listener for metrics and pprof (section http).
@@ -109,6 +113,7 @@ func Default() Config {
 			CreateSchema:    true,
 			MaxOpenConns:    16,
 			ConnMaxLifetime: 5 * time.Minute,
+			EtcdPrefix:      "/leaf/",
 		},
 		HTTP: HTTPConfig{
 			MetricsMaxTags: 1000,
@@ -160,11 +165,15 @@ func keys() []key {
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},
 
-		{"store.driver", "database: sqlite or mysql", func(c *Config) any { return &c.Store.Driver }},
-		{"store.dsn", "sqlite file, or mysql DSN user:pass@tcp(host:3306)/db", func(c *Config) any { return &c.Store.DSN }},
+		{"store.driver", "database: sqlite, mysql or etcd", func(c *Config) any { return &c.Store.Driver }},
+		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},
 		{"store.create_schema", "create the leaf_alloc and leaf_guard tables when they are missing", func(c *Config) any { return &c.Store.CreateSchema }},
 		{"store.max_open_conns", "open database connections at most", func(c *Config) any { return &c.Store.MaxOpenConns }},
 		{"store.conn_max_lifetime", "recycle database connections after this; 0: never", func(c *Config) any { return &c.Store.ConnMaxLifetime }},
+		{"store.etcd_prefix", "etcd: prefix of every key leaf uses, ending in /", func(c *Config) any { return &c.Store.EtcdPrefix }},
+		{"store.etcd_tls_ca", "etcd: PEM file of the CA of the members' certificates; empty: the system's", func(c *Config) any { return &c.Store.EtcdTLSCA }},
+		{"store.etcd_tls_cert", "etcd: PEM client certificate file; set with store.etcd_tls_key", func(c *Config) any { return &c.Store.EtcdTLSCert }},
+		{"store.etcd_tls_key", "etcd: PEM private key file of store.etcd_tls_cert", func(c *Config) any { return &c.Store.EtcdTLSKey }},
 
 		{"http.addr", "host:port for metrics, health, the status page and Leaf's API; empty: off", func(c *Config) any { return &c.HTTP.Addr }},
 		{"http.pprof", "serve /debug/pprof/ on http.addr", func(c *Config) any { return &c.HTTP.PProf }},

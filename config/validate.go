@@ -70,12 +70,14 @@ func (c Config) Validate() error {
 	}
 
 	st := c.Store
-	oneOf("store.driver", st.Driver, "sqlite", "mysql")
+	oneOf("store.driver", st.Driver, "sqlite", "mysql", "etcd")
 	switch {
 	case st.DSN == "":
 		bad("store.dsn", "must not be empty")
 	case st.Driver == "mysql" && st.DSN == DefaultSQLiteDSN:
 		bad("store.dsn", "store.driver is mysql but store.dsn is the sqlite default %q; set a DSN such as user:pass@tcp(127.0.0.1:3306)/leaf", DefaultSQLiteDSN)
+	case st.Driver == "etcd" && st.DSN == DefaultSQLiteDSN:
+		bad("store.dsn", "store.driver is etcd but store.dsn is the sqlite default %q; set endpoints such as http://127.0.0.1:2379,http://127.0.0.1:22379", DefaultSQLiteDSN)
 	case st.Driver == "mysql":
 		// The DSN holds the password: name the problem, never the value.
 		if m, err := mysql.ParseDSN(st.DSN); err != nil {
@@ -86,6 +88,12 @@ func (c Config) Validate() error {
 	}
 	atLeast("store.max_open_conns", int64(st.MaxOpenConns), 1)
 	notNegative("store.conn_max_lifetime", st.ConnMaxLifetime)
+	if !strings.HasSuffix(st.EtcdPrefix, "/") {
+		bad("store.etcd_prefix", "must end with /, got %q", st.EtcdPrefix)
+	}
+	if (st.EtcdTLSCert == "") != (st.EtcdTLSKey == "") {
+		bad("store.etcd_tls_cert", "and store.etcd_tls_key must be set together")
+	}
 
 	if c.HTTP.Addr != "" {
 		address("http.addr", c.HTTP.Addr)

@@ -35,7 +35,7 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"protected mode: public address, no password", []string{"LEAF_SERVER_ADDR=10.1.2.3:6380"}, "", []string{`config: server.addr: "10.1.2.3:6380" listens beyond loopback`}},
 		{"protected mode: IPv6 any", []string{"LEAF_SERVER_ADDR=[::]:6380"}, "", []string{`config: server.addr: "[::]:6380" listens beyond loopback`}},
 
-		{"store.driver", []string{"LEAF_STORE_DRIVER=postgres"}, `config: store.driver: must be one of sqlite, mysql, got "postgres"`, nil},
+		{"store.driver", []string{"LEAF_STORE_DRIVER=postgres"}, `config: store.driver: must be one of sqlite, mysql, etcd, got "postgres"`, nil},
 		{"store.dsn empty", []string{"LEAF_STORE_DSN="}, "config: store.dsn: must not be empty", nil},
 		{"store.dsn sqlite default with mysql", []string{"LEAF_STORE_DRIVER=mysql"}, "", []string{"config: store.dsn: store.driver is mysql", `"data/leaf.db"`}},
 		{"store.dsn bad mysql DSN", []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=leaf:hunter2@tcp(db:3306"}, "", []string{"config: store.dsn: invalid mysql DSN"}},
@@ -43,6 +43,9 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"store.create_schema", []string{"LEAF_STORE_CREATE_SCHEMA=nope"}, `config: store.create_schema: invalid boolean "nope" (want true or false)`, nil},
 		{"store.max_open_conns", []string{"LEAF_STORE_MAX_OPEN_CONNS=0"}, "config: store.max_open_conns: must be >= 1, got 0", nil},
 		{"store.conn_max_lifetime", []string{"LEAF_STORE_CONN_MAX_LIFETIME=-5m"}, "config: store.conn_max_lifetime: must be >= 0, got -5m", nil},
+		{"store.dsn sqlite default with etcd", []string{"LEAF_STORE_DRIVER=etcd"}, "", []string{"config: store.dsn: store.driver is etcd", `"data/leaf.db"`}},
+		{"store.etcd_prefix without slash", []string{"LEAF_STORE_ETCD_PREFIX=/leaf"}, `config: store.etcd_prefix: must end with /, got "/leaf"`, nil},
+		{"store.etcd_tls_cert without key", []string{"LEAF_STORE_ETCD_TLS_CERT=c.pem"}, "config: store.etcd_tls_cert: and store.etcd_tls_key must be set together", nil},
 
 		{"http.addr", []string{"LEAF_HTTP_ADDR=9090"}, "", []string{`config: http.addr: invalid address "9090"`}},
 		{"http.pprof", []string{"LEAF_HTTP_PPROF=on"}, "", []string{`config: http.pprof: invalid boolean "on"`}},
