@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/open"
 )
@@ -124,5 +125,37 @@ func TestUnknownDriver(t *testing.T) {
 	_, err := open.Store(t.Context(), storeConfig("oracle", "scott/tiger@db"), open.Options{})
 	if !errors.Is(err, persist.ErrInvalid) || strings.Contains(err.Error(), "tiger") {
 		t.Fatalf("err = %v, want ErrInvalid without the DSN's secret", err)
+	}
+}
+
+// etcd opens on the test cluster under a prefix of the test's own.
+func TestEtcd(t *testing.T) {
+	eps := etcdtest.Endpoints(t)
+	c := storeConfig("etcd", eps)
+	c.EtcdPrefix = etcdtest.Prefix(t, eps)
+	s := openOK(t, c, open.Options{LoadTimeout: 30 * time.Second})
+	if tag, err := s.Tag(t.Context(), "t"); err != nil || tag.MaxID != 11 {
+		t.Fatalf("Tag = %+v, %v; want max_id 11", tag, err)
+	}
+}
+
+// An unreachable etcd cluster fails at once, unless the open is lazy:
+// then the store answers ErrUnavailable until it answers. The password
+// never shows.
+func TestEtcdUnreachable(t *testing.T) {
+	const secret = "hunter2-secret"
+	c := storeConfig("etcd", "http://root:"+secret+"@127.0.0.1:1,http://root:"+secret+"@127.0.0.1:2")
+	_, err := open.Store(t.Context(), c, open.Options{LoadTimeout: time.Second})
+	want := "store.driver=etcd store.dsn=http://root:REDACTED@127.0.0.1:1,http://root:REDACTED@127.0.0.1:2: persist: open etcd: "
+	if !errors.Is(err, persist.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("err = %v\nwant ErrUnavailable starting %q, without the password", err, want)
+	}
+	s, err := open.Store(t.Context(), c, open.Options{LoadTimeout: time.Second, Lazy: true})
+	if err != nil {
+		t.Fatalf("lazy open with the cluster down: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Take(t.Context(), "t", 0); !errors.Is(err, persist.ErrUnavailable) || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Take with the cluster down: err = %v, want ErrUnavailable without the password", err)
 	}
 }
