@@ -45,7 +45,7 @@ var chaosEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=20", "LEAF_SEGMENT_MAX_STEP=2
 // shared by the three processes.
 func TestChaos(t *testing.T) {
 	forEachSharedStore(t, func(t *testing.T, dir string, env []string) {
-		runChaos(t, dir, append(env, chaosEnv...))
+		runChaos(t, dir, append(env, chaosEnv...), nil)
 	})
 }
 
@@ -64,8 +64,11 @@ func chaosSeedFor(t *testing.T) uint64 {
 
 // runChaos runs the chaos on the store that env points leaf at, then
 // checks what the clients received and that a new process continues above
-// it.
-func runChaos(t *testing.T, dir string, env []string) {
+// it. storeFault, when not nil, is called at each event, after the server
+// of the event was restarted (ev counts from 0), to break the store too.
+// It returns the longest time a client saw nothing but TRYAGAIN: from the
+// first TRYAGAIN of a run of them to the next ID.
+func runChaos(t *testing.T, dir string, env []string, storeFault func(ev int)) (longestTryAgain time.Duration) {
 	seed := chaosSeedFor(t)
 	t.Logf("seed %d (set LEAF_CHAOS_SEED to change it)", seed)
 	start := time.Now()
@@ -93,6 +96,9 @@ func runChaos(t *testing.T, dir string, env []string) {
 		slot, kind := sched.IntN(chaosServers), sched.IntN(len(kinds))
 		kinds[kind]++
 		cl.restart(slot, kind)
+		if storeFault != nil {
+			storeFault(ev)
+		}
 	}
 	waitReceived(t, &received, (chaosEvents+1)*chaosPerEvent)
 	stopClients()
@@ -108,6 +114,7 @@ func runChaos(t *testing.T, dir string, env []string) {
 		tryAgain += c.tryAgain
 		netErrs += c.netErrs
 		conns += c.conns
+		longestTryAgain = max(longestTryAgain, c.longestTryAgain)
 	}
 	for tag, rs := range byTag {
 		slices.SortFunc(rs, func(a, b idRange) int { return cmp.Compare(a.lo, b.lo) })
@@ -146,10 +153,11 @@ func runChaos(t *testing.T, dir string, env []string) {
 	}
 	p.Stop(syscall.SIGTERM)
 
-	t.Logf("%v: %d replies (%d IDs) on %d connections; %d TRYAGAIN, %d connections lost; "+
+	t.Logf("%v: %d replies (%d IDs) on %d connections; %d TRYAGAIN (the longest run %v), %d connections lost; "+
 		"%d restarts after SIGKILL, %d after SIGTERM, %d after SIGTERM then SIGKILL",
-		time.Since(start).Round(time.Millisecond), received.Load(), ids, conns, tryAgain, netErrs,
-		kinds[killKill], kinds[killTerm], kinds[killTermKill])
+		time.Since(start).Round(time.Millisecond), received.Load(), ids, conns, tryAgain,
+		longestTryAgain.Round(time.Millisecond), netErrs, kinds[killKill], kinds[killTerm], kinds[killTermKill])
+	return longestTryAgain
 }
 
 // waitReceived waits until the clients have received n replies. A long
@@ -301,6 +309,10 @@ type chaosClient struct {
 	ranges map[string][]idRange
 
 	tryAgain, netErrs, conns int64
+	// tryAgainSince is when the current run of TRYAGAIN replies began
+	// (zero: the last reply was an ID); longestTryAgain the longest run.
+	tryAgainSince   time.Time
+	longestTryAgain time.Duration
 }
 
 // batch draws the next round: one INCR, one INCRBY (sometimes larger than
@@ -380,10 +392,17 @@ func (c *chaosClient) session(ctx context.Context, t *testing.T, cl *cluster, co
 			if reply != "" {
 				if strings.HasPrefix(reply, "TRYAGAIN ") {
 					c.tryAgain++
+					if c.tryAgainSince.IsZero() {
+						c.tryAgainSince = time.Now()
+					}
 				} else {
 					t.Errorf("client %d: %s %s %d: unexpected reply %q", c.id, opName(op), op.tag, op.n, reply)
 				}
 				continue
+			}
+			if !c.tryAgainSince.IsZero() {
+				c.longestTryAgain = max(c.longestTryAgain, time.Since(c.tryAgainSince))
+				c.tryAgainSince = time.Time{}
 			}
 			n := max(op.n, 1)
 			lo := id - n + 1

@@ -22,14 +22,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
+	"github.com/leaf-id/leaf/persist/storetest"
 )
 
 // store is a database the leaf processes of a test share: the environment
-// that points leaf at it, and a handle for the test's own SQL.
+// that points leaf at it, a handle for the test's own SQL (SQL stores),
+// and the changes an operator makes by hand (raw).
 type store struct {
-	name string // "sqlite" or "mysql"
+	name string // "sqlite", "mysql" or "etcd"
 	env  []string
 	db   *sql.DB
+	raw  storetest.Raw
 }
 
 // sqliteStore is a fresh SQLite file in dir.
@@ -41,7 +44,7 @@ func sqliteStore(t *testing.T, dir string) store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return store{name: "sqlite", env: []string{"LEAF_STORE_DRIVER=sqlite", "LEAF_STORE_DSN=" + path}, db: db}
+	return store{name: "sqlite", env: []string{"LEAF_STORE_DRIVER=sqlite", "LEAF_STORE_DSN=" + path}, db: db, raw: storetest.SQLRaw(db)}
 }
 
 // forEachSharedStore runs f on a fresh SQLite file in dir and on a fresh
@@ -76,7 +79,7 @@ func mysqlStoreAt(t *testing.T, dsn string) store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return store{name: "mysql", env: []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + dsn}, db: db}
+	return store{name: "mysql", env: []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + dsn}, db: db, raw: storetest.SQLRaw(db)}
 }
 
 // exec runs one statement on the store, as an operator would by hand.

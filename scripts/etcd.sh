@@ -74,11 +74,16 @@ is_etcd() {
 }
 
 # free_ports N: N distinct random ports on 127.0.0.1 that nothing listens on
-# now. A member may still lose a race for one; start retries then.
+# now, below the kernel's range of ephemeral ports: a member restarted on
+# its ports must not find one taken by a client's outgoing connection
+# (the clients of a member that is down keep dialling it). A member may
+# still lose a race for one; start retries then.
 free_ports() {
-	local want=$1 got=() port i
+	local want=$1 got=() port i low=32768
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	[ "$low" -gt 11000 ] || die "the ephemeral port range starts at $low: no room below it"
 	for ((i = 0; i < 200 && ${#got[@]} < want; i++)); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		port=$((10000 + (RANDOM * 32768 + RANDOM) % (low - 10000)))
 		case " ${got[*]} " in *" $port "*) continue ;; esac
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then got+=("$port"); fi
 	done
@@ -126,8 +131,17 @@ launch() {
 	echo $! >"$m/etcd.pid"
 }
 
+# answers N PATH PATTERN: member N's answer to PATH has a line matching
+# PATTERN. (Not a pipe into grep -q: under pipefail, grep leaving early
+# fails curl.)
+answers() {
+	local body
+	body=$(get "$1" "$2") || return 1
+	grep -q -- "$3" <<<"$body"
+}
+
 # healthy N: member N answers /health with a leader behind it.
-healthy() { get "$1" /health | grep -q '"health":"true"'; }
+healthy() { answers "$1" /health '"health":"true"'; }
 
 start_cluster() {
 	local i ok attempt
@@ -202,7 +216,7 @@ leader() {
 	while [ "$SECONDS" -lt "$deadline" ]; do
 		found=()
 		for ((i = 1; i <= members; i++)); do
-			if get "$i" /metrics | grep -q '^etcd_server_is_leader 1'; then found+=("$i"); fi
+			if answers "$i" /metrics '^etcd_server_is_leader 1'; then found+=("$i"); fi
 		done
 		if [ ${#found[@]} -eq 1 ]; then
 			echo "${found[0]}"

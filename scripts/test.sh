@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # make test: formatting, vet, every Go test under -race (each package's, and
-# e2e/'s, which drive the built binary) against a real SQLite file and a
-# throwaway MariaDB, then the redis-cli / redis-benchmark smoke test against
-# a freshly built binary. Installs what it needs from Debian's
-# packages when run as root (redis-tools, redis-server, mariadb-server,
-# chromium).
+# e2e/'s, which drive the built binary) against a real SQLite file, a
+# throwaway MariaDB and a throwaway three-member etcd cluster, then the
+# redis-cli / redis-benchmark smoke test against a freshly built binary.
+# Installs what it needs from Debian's packages when run as root
+# (redis-tools, redis-server, mariadb-server, etcd-server, chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -24,9 +24,13 @@ need_pkgs redis-server redis-server
 need_pkgs chromium chromium || echo "no chromium: the status page's browser test will skip" >&2
 
 work=$(mktemp -d)
+# etcd's members sync every write to disk: on a memory file system the
+# tests do not wait on the disk.
+etcd_dir=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 cleanup() {
 	scripts/mariadb.sh stop "$work/mariadb" >/dev/null 2>&1 || true
-	rm -rf "$work"
+	scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true
+	rm -rf "$work" "$etcd_dir"
 }
 trap cleanup EXIT
 
@@ -34,6 +38,11 @@ if dsn=$(scripts/mariadb.sh start "$work/mariadb"); then
 	export "${dsn?}"
 else
 	echo "no MariaDB could be started: MySQL tests will skip (and fail under CI=true)" >&2
+fi
+if endpoints=$(scripts/etcd.sh start "$etcd_dir"); then
+	export "${endpoints?}"
+else
+	echo "no etcd cluster could be started: etcd tests will skip (and fail under CI=true)" >&2
 fi
 
 go test -race -count=1 -timeout 40m ./...

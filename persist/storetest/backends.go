@@ -66,7 +66,7 @@ func NewDB(t *testing.T, driverName, dsn string, open OpenFunc) *DB {
 		t.Fatalf("sql.Open(%s): %v", driverName, err)
 	}
 	t.Cleanup(func() { _ = raw.Close() })
-	return NewDBOn(t, sqlRaw{raw}, open)
+	return NewDBOn(t, SQLRaw(raw), open)
 }
 
 // NewDBOn is a backend's fresh database for the suite: open opens handles
@@ -96,8 +96,10 @@ func (db *DB) OpenWith(t *testing.T, edit func(*persist.Options)) persist.Store 
 	return s
 }
 
-// sqlRaw is the Raw of the SQL backends: statements on leaf_alloc and
-// leaf_guard.
+// SQLRaw is the Raw of the SQL backends: statements on leaf_alloc and
+// leaf_guard through db. It also implements GuardDropper.
+func SQLRaw(db *sql.DB) Raw { return sqlRaw{db} }
+
 type sqlRaw struct{ db *sql.DB }
 
 func (r sqlRaw) Insert(t *testing.T, tag string, maxID, step int64, description string) {

@@ -1,0 +1,180 @@
+package e2e
+
+// leaf on a three-member etcd cluster of the test's own, whose members
+// fail under it: the leader killed and hung during the chaos test, and
+// the quorum lost and back under a running server.
+
+import (
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// etcdLoadTimeout is segment.load_timeout in the etcd tests.
+const etcdLoadTimeout = time.Second
+
+// tryAgainBound is the longest a client may see nothing but TRYAGAIN
+// while one member is down or hung: a leader election (up to twice the
+// election timeout, as randomised by etcd) and a load that met the old
+// leader (load_timeout), with five times that as margin for a busy
+// machine, which stretches elections and loads alike.
+const tryAgainBound = 5 * (2*etcdElectionMS*time.Millisecond + etcdLoadTimeout)
+
+// TestEtcdChaos is the chaos test (three leaf servers killed and restarted
+// on a schedule, six clients mixing INCR, INCRBY and pipelines) on a
+// three-member cluster whose leader is killed (and later started again),
+// then hung (SIGSTOP, and later continued). No ID repeats; no client sees
+// TRYAGAIN for longer than tryAgainBound.
+func TestEtcdChaos(t *testing.T) {
+	e := ownEtcd(t)
+	st := etcdStoreAt(t, e.endpoints, "/leaf/")
+	env := append(append(st.env, chaosEnv...), "LEAF_SEGMENT_LOAD_TIMEOUT="+etcdLoadTimeout.String())
+	var killed, paused string
+	faults := map[int]func(){
+		2: func() {
+			killed = e.member(t, "kill", "leader")
+			t.Logf("event 2: member %s, the leader, killed", killed)
+		},
+		4: func() { e.member(t, "start", killed); t.Logf("event 4: member %s started again", killed) },
+		6: func() {
+			paused = e.member(t, "pause", "leader")
+			t.Logf("event 6: member %s, the leader, paused", paused)
+		},
+		8: func() { e.member(t, "resume", paused); t.Logf("event 8: member %s continued", paused) },
+	}
+	longest := runChaos(t, t.TempDir(), env, func(ev int) {
+		if f := faults[ev]; f != nil {
+			f()
+		}
+	})
+	t.Logf("the longest run of TRYAGAIN a client saw: %v (bound %v)", longest.Round(time.Millisecond), tryAgainBound)
+	if longest > tryAgainBound {
+		t.Errorf("a client saw only TRYAGAIN for %v, longer than %v (elections of %dms, load_timeout %v, with margin)",
+			longest, tryAgainBound, etcdElectionMS, etcdLoadTimeout)
+	}
+}
+
+// TestEtcdQuorumLost: with two segments cached, two of the three members
+// crash (SIGKILL) or hang (SIGSTOP), the leader among them. INCR answers
+// every cached ID, in order, then TRYAGAIN within load_timeout, without
+// hanging; INFO shows the store away. Once the members are back, the same
+// process serves again, above every ID it served before.
+func TestEtcdQuorumLost(t *testing.T) {
+	e := ownEtcd(t)
+	tests := []struct {
+		name           string
+		fault, recover string // scripts/etcd.sh commands
+	}{
+		{"Crash", "kill", "start"},
+		{"Hang", "pause", "resume"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tag := "quorum_" + strings.ToLower(tc.name)
+			st := etcdStoreAt(t, e.endpoints, "/leaf-"+strings.ToLower(tc.name)+"/")
+			p := startLeaf(t, t.TempDir(), append(st.env, "LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100",
+				"LEAF_SEGMENT_LOAD_TIMEOUT="+etcdLoadTimeout.String(), "LEAF_LOG_LEVEL=info")...)
+			c := patientClient(t, p)
+			var last int64
+			for range 20 { // past the prefetch point (10%)
+				last = incr(t, c, tag)
+			}
+			nextReady(t, c, tag)
+
+			down := []string{e.member(t, tc.fault, "leader")}
+			other := slices.IndexFunc([]string{"1", "2", "3"}, func(m string) bool { return m != down[0] })
+			down = append(down, e.member(t, tc.fault, []string{"1", "2", "3"}[other]))
+			recovered := false
+			recover := func() {
+				for _, m := range down {
+					e.member(t, tc.recover, m)
+				}
+				recovered = true
+			}
+			t.Cleanup(func() {
+				if !recovered {
+					recover()
+				}
+			})
+			t.Logf("members %q down (%s)", down, tc.fault)
+
+			runway := infoInt(t, leafInfo(t, c, tag), "runway_ids")
+			if runway != 180 {
+				t.Fatalf("runway_ids = %d with 20 of 200 cached IDs used, want 180", runway)
+			}
+			for i := range runway {
+				id, reply, err := incrErr(c, tag)
+				if err != nil || reply != "" {
+					t.Fatalf("cached ID %d of %d: INCR = %v, %q", i+1, runway, err, reply)
+				}
+				if id <= last {
+					t.Fatalf("INCR = %d after %d", id, last)
+				}
+				last = id
+			}
+			// The cache is empty: an error, within load_timeout (with a
+			// margin for a busy machine; a hang would be the client's
+			// five minutes).
+			begin := time.Now()
+			_, reply, err := incrErr(c, tag)
+			took := time.Since(begin)
+			if err != nil || !strings.HasPrefix(reply, "TRYAGAIN no cached IDs for tag '"+tag+"'") {
+				t.Fatalf("INCR with no cached IDs and no quorum = %v, %q; want TRYAGAIN", err, reply)
+			}
+			t.Logf("TRYAGAIN after %v: %s", took.Round(time.Millisecond), reply)
+			if took > 5*etcdLoadTimeout {
+				t.Errorf("TRYAGAIN came after %v, want about load_timeout (%v)", took, etcdLoadTimeout)
+			}
+			waitStoreOK(t, c, "0")
+
+			recover()
+			begin = time.Now()
+			id := incrOnceBack(t, c, tag)
+			t.Logf("first ID %v after the members were back", time.Since(begin).Round(time.Millisecond))
+			if id <= last {
+				t.Fatalf("first INCR after recovery = %d, want > %d", id, last)
+			}
+			last = id
+			for range 250 { // through more segment loads
+				if id := incr(t, c, tag); id <= last {
+					t.Fatalf("INCR = %d after %d", id, last)
+				} else {
+					last = id
+				}
+			}
+			if v := infoField(t, c, "leaf", "store_ok"); v != "1" {
+				t.Errorf("INFO store_ok = %q after recovery, want 1", v)
+			}
+			p.Stop(syscall.SIGTERM)
+		})
+	}
+}
+
+// incrOnceBack is INCR tag until it answers an ID, once the store is back:
+// TRYAGAIN is accepted while the cluster elects a leader (poll fails the
+// test after a minute), any other error reply is not.
+func incrOnceBack(t *testing.T, c *redis.Client, tag string) int64 {
+	t.Helper()
+	var id int64
+	var replies []string
+	poll(t, func() bool {
+		got, reply, err := incrErr(c, tag)
+		if err != nil {
+			t.Fatalf("INCR %s: %v", tag, err)
+		}
+		if reply == "" {
+			id = got
+			return true
+		}
+		if !strings.HasPrefix(reply, "TRYAGAIN ") {
+			t.Fatalf("INCR %s once the store is back: %q", tag, reply)
+		}
+		replies = append(replies, reply)
+		return false
+	}, func() string { return "no ID once the store is back: " + strings.Join(replies, "; ") })
+	return id
+}
