@@ -16,3 +16,10 @@ func BenchmarkTake(b *testing.B) {
 	}
 	storetest.BenchmarkTake(b, s)
 }
+
+// TestNoStoreWaitsAfterWarmup: at 200,000 IDs a second on one tag, once
+// the step has grown, the allocator never waits on etcd.
+func TestNoStoreWaitsAfterWarmup(t *testing.T) {
+	s, _ := openStore(t)
+	storetest.NoWaitsAfterWarmup(t, s)
+}
