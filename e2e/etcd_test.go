@@ -5,6 +5,7 @@ package e2e
 // the quorum lost and back under a running server.
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"syscall"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 )
 
 // etcdLoadTimeout is segment.load_timeout in the etcd tests.
@@ -177,4 +180,72 @@ func incrOnceBack(t *testing.T, c *redis.Client, tag string) int64 {
 		return false
 	}, func() string { return "no ID once the store is back: " + strings.Join(replies, "; ") })
 	return id
+}
+
+// TestEtcdPassword: with authentication on in the cluster, leaf logs in
+// with the user and password of store.dsn's endpoints; a wrong password
+// stops the start (no wait fixes it); an unreachable cluster does not.
+// The password shows nowhere in leaf's output (at debug level).
+func TestEtcdPassword(t *testing.T) {
+	e := ownEtcd(t)
+	const pw, wrong = "s3cret-Etcd-pw", "wr0ng-Etcd-pw"
+	admin := etcdtest.Client(t, e.endpoints)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for _, step := range []struct {
+		name string
+		do   func() error
+	}{
+		{"add role root", func() error { _, err := admin.RoleAdd(ctx, "root"); return err }},
+		{"add user root", func() error { _, err := admin.UserAdd(ctx, "root", pw); return err }},
+		{"grant root to root", func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err }},
+		{"enable auth", func() error { _, err := admin.AuthEnable(ctx); return err }},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+	}
+	withUser := func(pass string, endpoints string) string {
+		var eps []string
+		for ep := range strings.SplitSeq(endpoints, ",") {
+			eps = append(eps, strings.Replace(ep, "http://", "http://root:"+pass+"@", 1))
+		}
+		return strings.Join(eps, ",")
+	}
+	env := func(dsn string) []string {
+		return []string{"LEAF_STORE_DRIVER=etcd", "LEAF_STORE_DSN=" + dsn, "LEAF_SEGMENT_LOAD_TIMEOUT=" + etcdLoadTimeout.String()}
+	}
+
+	t.Run("LogsIn", func(t *testing.T) {
+		p := startLeaf(t, t.TempDir(), env(withUser(pw, e.endpoints))...)
+		if id := incr(t, p.client(t), "pw"); id != 1 {
+			t.Fatalf("INCR = %d, want 1", id)
+		}
+		p.Stop(syscall.SIGTERM)
+		if strings.Contains(p.Log(), pw) {
+			t.Fatalf("the log shows the password:\n%s", p.Log())
+		}
+	})
+	t.Run("WrongPassword", func(t *testing.T) {
+		code, out := runLeafToExit(t, t.TempDir(), env(withUser(wrong, e.endpoints))...)
+		if code == 0 || !strings.Contains(out, "authentication failed") || !strings.Contains(out, "root:REDACTED@") {
+			t.Errorf("leaf with a wrong password: exit %d, want 1 saying the authentication failed, naming the redacted endpoints\n%s", code, out)
+		}
+		if strings.Contains(out, wrong) {
+			t.Fatalf("the output shows the password:\n%s", out)
+		}
+	})
+	t.Run("Unreachable", func(t *testing.T) {
+		p := startLeaf(t, t.TempDir(), env(withUser(pw, "http://127.0.0.1:1,http://127.0.0.1:2"))...)
+		if _, reply, err := incrErr(p.client(t), "pw"); err != nil || !strings.HasPrefix(reply, "TRYAGAIN ") {
+			t.Errorf("INCR with the cluster unreachable = %v, %q; want TRYAGAIN", err, reply)
+		}
+		p.Stop(syscall.SIGTERM)
+		if !strings.Contains(p.Log(), "etcd unreachable at start") {
+			t.Errorf("no warning that the cluster is unreachable:\n%s", p.Log())
+		}
+		if strings.Contains(p.Log(), pw) {
+			t.Fatalf("the log shows the password:\n%s", p.Log())
+		}
+	})
 }

@@ -111,11 +111,11 @@ func (st *tagState) drain() []*takeReq {
 // change runs decide until its write commits or it decides there is
 // nothing to write. A decision not to write, or an error, is only taken
 // on keys read by this call: a remembered snapshot may be stale.
-func (s *Store) change(ctx context.Context, cli *clientv3.Client, st *tagState, tag string, decide func(snapshot) (write, error)) error {
+func (s *Store) change(ctx context.Context, kv clientv3.KV, st *tagState, tag string, decide func(snapshot) (write, error)) error {
 	snap, fresh := st.snap, false
 	if !st.known {
 		var err error
-		if snap, err = s.read(ctx, cli, tag); err != nil {
+		if snap, err = s.read(ctx, kv, tag); err != nil {
 			return err
 		}
 		fresh = true
@@ -123,7 +123,7 @@ func (s *Store) change(ctx context.Context, cli *clientv3.Client, st *tagState, 
 	for {
 		w, err := decide(snap)
 		if (err != nil || w.none) && !fresh {
-			if snap, err = s.read(ctx, cli, tag); err != nil {
+			if snap, err = s.read(ctx, kv, tag); err != nil {
 				st.known = false
 				return err
 			}
@@ -134,7 +134,7 @@ func (s *Store) change(ctx context.Context, cli *clientv3.Client, st *tagState, 
 			st.snap, st.known = snap, true
 			return err
 		}
-		resp, err := s.commit(ctx, cli, tag, snap, w)
+		resp, err := s.commit(ctx, kv, tag, snap, w)
 		if err != nil {
 			// The outcome is unknown: forget what we saw.
 			st.known = false
@@ -160,8 +160,8 @@ func (s *Store) change(ctx context.Context, cli *clientv3.Client, st *tagState, 
 }
 
 // read reads the tag's two keys at one revision (linearizable).
-func (s *Store) read(ctx context.Context, cli *clientv3.Client, tag string) (snapshot, error) {
-	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(s.tagKey(tag)), clientv3.OpGet(s.guardKey(tag))).Commit()
+func (s *Store) read(ctx context.Context, kv clientv3.KV, tag string) (snapshot, error) {
+	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(s.tagKey(tag)), clientv3.OpGet(s.guardKey(tag))).Commit()
 	if err != nil {
 		return snapshot{}, err
 	}
@@ -171,7 +171,7 @@ func (s *Store) read(ctx context.Context, cli *clientv3.Client, tag string) (sna
 // commit writes w if the tag's key is still at snap's revision, and the
 // guard's too when w sets it (absent: created since never); otherwise it
 // reads both keys back.
-func (s *Store) commit(ctx context.Context, cli *clientv3.Client, tag string, snap snapshot, w write) (*clientv3.TxnResponse, error) {
+func (s *Store) commit(ctx context.Context, kv clientv3.KV, tag string, snap snapshot, w write) (*clientv3.TxnResponse, error) {
 	tk, gk := s.tagKey(tag), s.guardKey(tag)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(tk), "=", snap.tagRev)}
 	puts := []clientv3.Op{clientv3.OpPut(tk, w.rec.encode())}
@@ -183,5 +183,5 @@ func (s *Store) commit(ctx context.Context, cli *clientv3.Client, tag string, sn
 		}
 		puts = append(puts, clientv3.OpPut(gk, strconv.FormatInt(w.high, 10)))
 	}
-	return cli.Txn(ctx).If(cmps...).Then(puts...).Else(clientv3.OpGet(tk), clientv3.OpGet(gk)).Commit()
+	return kv.Txn(ctx).If(cmps...).Then(puts...).Else(clientv3.OpGet(tk), clientv3.OpGet(gk)).Commit()
 }

@@ -41,11 +41,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/leaf-id/leaf/persist"
@@ -84,10 +86,10 @@ type Store struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	// cli is the client, nil until it could be made (with a password, it
+	// conn is the client, nil until it could be made (with a password, it
 	// logs in, which needs the cluster); dial holds the one attempt to
 	// make it at a time.
-	cli    atomic.Pointer[clientv3.Client]
+	conn   atomic.Pointer[conn]
 	dial   chan struct{}
 	closed atomic.Bool
 
@@ -133,8 +135,8 @@ func open(ctx context.Context, c Config, opts persist.Options, dial ...grpc.Dial
 		cfg: cfg, prefix: prefix, timeout: timeout, log: opts.Log(), now: time.Now,
 		dial: make(chan struct{}, 1), tags: map[string]*tagState{},
 	}
-	err = s.do(ctx, "open", "", func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.Get(ctx, s.prefix+tagsDir, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+	err = s.do(ctx, "open", "", func(ctx context.Context, kv clientv3.KV) error {
+		_, err := kv.Get(ctx, s.prefix+tagsDir, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
 		return err
 	})
 	switch {
@@ -258,14 +260,30 @@ func parseEndpoints(dsn string) (eps []string, user, pass, scheme string, err er
 	return eps, user, pass, scheme, nil
 }
 
+// conn is a client and the KV API the store calls through it.
+type conn struct {
+	cli *clientv3.Client
+	// kv fails fast: without the client's default call options, a call
+	// made while no member can be reached fails at once instead of
+	// waiting for one until its deadline (see do).
+	kv clientv3.KV
+}
+
+// reachable reports whether the client has, or may yet get, a connection
+// to a member: false once every member refused or failed.
+func (c *conn) reachable() bool {
+	return c.cli.ActiveConnection().GetState() != connectivity.TransientFailure
+}
+
 // client returns the client, making it first if it is not yet. Only a
-// login with a password needs the cluster to make it.
-func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
+// login with a password needs the cluster to make it, for no longer than
+// ctx allows.
+func (s *Store) client(ctx context.Context) (*conn, error) {
 	if s.closed.Load() {
 		return nil, persist.ErrClosed
 	}
-	if cli := s.cli.Load(); cli != nil {
-		return cli, nil
+	if c := s.conn.Load(); c != nil {
+		return c, nil
 	}
 	select {
 	case s.dial <- struct{}{}:
@@ -273,18 +291,23 @@ func (s *Store) client(ctx context.Context) (*clientv3.Client, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if cli := s.cli.Load(); cli != nil {
-		return cli, nil
+	if c := s.conn.Load(); c != nil {
+		return c, nil
 	}
 	if s.closed.Load() {
 		return nil, persist.ErrClosed
 	}
-	cli, err := clientv3.New(s.cfg)
+	cfg := s.cfg
+	if dl, ok := ctx.Deadline(); ok {
+		cfg.DialTimeout = min(cfg.DialTimeout, max(time.Until(dl), time.Millisecond))
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.cli.Store(cli)
-	return cli, nil
+	c := &conn{cli: cli, kv: clientv3.NewKVFromKVClient(pb.NewKVClient(cli.ActiveConnection()), nil)}
+	s.conn.Store(c)
+	return c, nil
 }
 
 // Close closes the client; later calls fail with persist.ErrClosed. A
@@ -293,8 +316,8 @@ func (s *Store) Close() error {
 	s.closed.Store(true)
 	s.dial <- struct{}{}
 	defer func() { <-s.dial }()
-	if cli := s.cli.Swap(nil); cli != nil {
-		return cli.Close()
+	if c := s.conn.Swap(nil); c != nil {
+		return c.cli.Close()
 	}
 	return nil
 }
@@ -320,13 +343,15 @@ const (
 
 // do runs fn under the store's deadline, once per attempt, while it fails
 // with an error that another attempt may not meet (unavailable: no leader,
-// a member down, an attempt's deadline) and time is left. Each attempt
-// may reach another member: the client spreads calls over the endpoints.
-// Every call asks for a member with a leader (WithRequireLeader), so that
-// a member cut off from the others fails at once instead of waiting. The
-// final error names the operation and the tag, and wraps
-// persist.ErrUnavailable when the cluster did not answer.
-func (s *Store) do(ctx context.Context, op, tag string, fn func(context.Context, *clientv3.Client) error) error {
+// a member down or hung, an attempt's deadline) and time is left. Each
+// attempt may reach another member: the client spreads calls over the
+// endpoints. When no member can be reached at all (every one refuses, or
+// the login cannot reach any), do gives up at once, as the SQL backends do
+// on a refused connection. Every call asks for a member with a leader
+// (WithRequireLeader), so that a member cut off from the others fails at
+// once instead of waiting. The final error names the operation and the
+// tag, and wraps persist.ErrUnavailable when the cluster did not answer.
+func (s *Store) do(ctx context.Context, op, tag string, fn func(context.Context, clientv3.KV) error) error {
 	if s.timeout > 0 {
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
@@ -344,12 +369,15 @@ func (s *Store) do(ctx context.Context, op, tag string, fn func(context.Context,
 		if err := ctx.Err(); err != nil {
 			return s.opErr(op, tag, unavailableErr(err, last))
 		}
-		err := s.attempt(ctx, per, fn)
+		err, reachable := s.attempt(ctx, per, fn)
 		if err == nil {
 			return nil
 		}
 		if !unavailable(err) {
 			return s.opErr(op, tag, err)
+		}
+		if !reachable {
+			return s.opErr(op, tag, fmt.Errorf("%w: no member of the cluster can be reached: %w", persist.ErrUnavailable, err))
 		}
 		last = err
 		s.log.Debug("persist: etcd call failed, retrying", "op", op, "tag", tag, "attempt", attempt, "err", err)
@@ -364,18 +392,22 @@ func (s *Store) do(ctx context.Context, op, tag string, fn func(context.Context,
 	}
 }
 
-// attempt is one run of fn, within per (0: no bound of its own).
-func (s *Store) attempt(ctx context.Context, per time.Duration, fn func(context.Context, *clientv3.Client) error) error {
+// attempt is one run of fn, within per (0: no bound of its own). It
+// reports whether a member could still be reached after it.
+func (s *Store) attempt(ctx context.Context, per time.Duration, fn func(context.Context, clientv3.KV) error) (error, bool) {
 	if per > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, per)
 		defer cancel()
 	}
-	cli, err := s.client(ctx)
+	c, err := s.client(ctx)
 	if err != nil {
-		return err
+		// The login met no member within its own time; or the attempt's
+		// time ran out, which the caller tells by the context.
+		return err, ctx.Err() != nil
 	}
-	return fn(clientv3.WithRequireLeader(ctx), cli)
+	err = fn(clientv3.WithRequireLeader(ctx), c.kv)
+	return err, err == nil || c.reachable()
 }
 
 // unavailable tells errors after which the cluster may answer another

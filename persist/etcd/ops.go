@@ -11,7 +11,7 @@ import (
 )
 
 // tagsPage is how many tags one read of Tags returns at most.
-const tagsPage = 10_000
+const tagsPage = 1000
 
 // onTag runs a change of tag under the tag's lock and the store's
 // deadline.
@@ -28,8 +28,8 @@ func (s *Store) onTag(ctx context.Context, op, tag string, decide func(snapshot)
 		return s.opErr(op, tag, unavailableErr(err, nil))
 	}
 	defer unlock()
-	return s.do(ctx, op, tag, func(ctx context.Context, cli *clientv3.Client) error {
-		return s.change(ctx, cli, st, tag, decide)
+	return s.do(ctx, op, tag, func(ctx context.Context, kv clientv3.KV) error {
+		return s.change(ctx, kv, st, tag, decide)
 	})
 }
 
@@ -88,8 +88,8 @@ func (s *Store) serve(ctx context.Context, st *tagState, tag string, batch []*ta
 	if len(batch) == 0 {
 		return
 	}
-	err := s.do(ctx, "take", tag, func(ctx context.Context, cli *clientv3.Client) error {
-		return s.change(ctx, cli, st, tag, func(snap snapshot) (write, error) {
+	err := s.do(ctx, "take", tag, func(ctx context.Context, kv clientv3.KV) error {
+		return s.change(ctx, kv, st, tag, func(snap snapshot) (write, error) {
 			next, served := snap, false
 			for _, req := range batch {
 				req.r, req.err = plan(next, req.size)
@@ -244,8 +244,8 @@ func (s *Store) Create(ctx context.Context, name string, step int64, description
 	key := s.tagKey(name)
 	value := record{MaxID: 1, Step: step, Description: description, UpdateTime: s.now().UTC()}.encode()
 	var created bool
-	err := s.do(ctx, "create", name, func(ctx context.Context, cli *clientv3.Client) error {
-		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+	err := s.do(ctx, "create", name, func(ctx context.Context, kv clientv3.KV) error {
+		resp, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, value)).Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
 			return err
@@ -269,8 +269,8 @@ func (s *Store) Tag(ctx context.Context, name string) (persist.Tag, error) {
 		return persist.Tag{}, fmt.Errorf("tag %q: %w", name, err)
 	}
 	var t persist.Tag
-	err := s.do(ctx, "tag", name, func(ctx context.Context, cli *clientv3.Client) error {
-		resp, err := cli.Get(ctx, s.tagKey(name))
+	err := s.do(ctx, "tag", name, func(ctx context.Context, kv clientv3.KV) error {
+		resp, err := kv.Get(ctx, s.tagKey(name))
 		if err != nil {
 			return err
 		}
@@ -297,8 +297,8 @@ func (s *Store) Tags(ctx context.Context) ([]persist.Tag, error) {
 	for {
 		var page []persist.Tag
 		var more bool
-		err := s.do(ctx, "tags", "", func(ctx context.Context, cli *clientv3.Client) error {
-			resp, err := cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(tagsPage))
+		err := s.do(ctx, "tags", "", func(ctx context.Context, kv clientv3.KV) error {
+			resp, err := kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(tagsPage))
 			if err != nil {
 				return err
 			}
