@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 )
@@ -183,9 +184,11 @@ func incrOnceBack(t *testing.T, c *redis.Client, tag string) int64 {
 }
 
 // TestEtcdPassword: with authentication on in the cluster, leaf logs in
-// with the user and password of store.dsn's endpoints; a wrong password
-// stops the start (no wait fixes it); an unreachable cluster does not.
-// The password shows nowhere in leaf's output (at debug level).
+// with the user and password of store.dsn's endpoints, as a user allowed
+// to read and write its prefix only (as the README says to set it up); a
+// wrong password stops the start (no wait fixes it); an unreachable
+// cluster does not. The password shows nowhere in leaf's output (at debug
+// level).
 func TestEtcdPassword(t *testing.T) {
 	e := ownEtcd(t)
 	const pw, wrong = "s3cret-Etcd-pw", "wr0ng-Etcd-pw"
@@ -197,8 +200,15 @@ func TestEtcdPassword(t *testing.T) {
 		do   func() error
 	}{
 		{"add role root", func() error { _, err := admin.RoleAdd(ctx, "root"); return err }},
-		{"add user root", func() error { _, err := admin.UserAdd(ctx, "root", pw); return err }},
+		{"add user root", func() error { _, err := admin.UserAdd(ctx, "root", "root-"+pw); return err }},
 		{"grant root to root", func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err }},
+		{"add role leaf", func() error { _, err := admin.RoleAdd(ctx, "leaf"); return err }},
+		{"grant /leaf/ to leaf", func() error {
+			_, err := admin.RoleGrantPermission(ctx, "leaf", "/leaf/", clientv3.GetPrefixRangeEnd("/leaf/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		}},
+		{"add user leaf", func() error { _, err := admin.UserAdd(ctx, "leaf", pw); return err }},
+		{"grant leaf to leaf", func() error { _, err := admin.UserGrantRole(ctx, "leaf", "leaf"); return err }},
 		{"enable auth", func() error { _, err := admin.AuthEnable(ctx); return err }},
 	} {
 		if err := step.do(); err != nil {
@@ -208,7 +218,7 @@ func TestEtcdPassword(t *testing.T) {
 	withUser := func(pass string, endpoints string) string {
 		var eps []string
 		for ep := range strings.SplitSeq(endpoints, ",") {
-			eps = append(eps, strings.Replace(ep, "http://", "http://root:"+pass+"@", 1))
+			eps = append(eps, strings.Replace(ep, "http://", "http://leaf:"+pass+"@", 1))
 		}
 		return strings.Join(eps, ",")
 	}
@@ -228,7 +238,7 @@ func TestEtcdPassword(t *testing.T) {
 	})
 	t.Run("WrongPassword", func(t *testing.T) {
 		code, out := runLeafToExit(t, t.TempDir(), env(withUser(wrong, e.endpoints))...)
-		if code == 0 || !strings.Contains(out, "authentication failed") || !strings.Contains(out, "root:REDACTED@") {
+		if code == 0 || !strings.Contains(out, "authentication failed") || !strings.Contains(out, "leaf:REDACTED@") {
 			t.Errorf("leaf with a wrong password: exit %d, want 1 saying the authentication failed, naming the redacted endpoints\n%s", code, out)
 		}
 		if strings.Contains(out, wrong) {

@@ -135,7 +135,7 @@ func open(ctx context.Context, c Config, opts persist.Options, dial ...grpc.Dial
 		cfg: cfg, prefix: prefix, timeout: timeout, log: opts.Log(), now: time.Now,
 		dial: make(chan struct{}, 1), tags: map[string]*tagState{},
 	}
-	err = s.do(ctx, "open", "", func(ctx context.Context, kv clientv3.KV) error {
+	err = s.do(ctx, "read "+s.prefix+tagsDir, "", func(ctx context.Context, kv clientv3.KV) error {
 		_, err := kv.Get(ctx, s.prefix+tagsDir, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
 		return err
 	})
