@@ -35,7 +35,11 @@
 #
 # Environment: LEAF_ETCD_HEARTBEAT_MS (100) and LEAF_ETCD_ELECTION_MS (1000),
 # etcd's --heartbeat-interval and --election-timeout; ETCD_START_TIMEOUT
-# (seconds to wait for readiness, 60).
+# (seconds to wait for readiness, 60); LEAF_ETCD_TLS_DIR, when set at the
+# cluster's start: its client URLs speak TLS only, with ca.pem, server.pem
+# and server-key.pem of that directory, and want a client certificate
+# signed by that CA (the script's own requests use client.pem and
+# client-key.pem there); the endpoints printed are https://.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -103,22 +107,38 @@ port() {
 
 pid_of() { cat "$dir/m$1/etcd.pid" 2>/dev/null || true; }
 
+# tls_dir: the TLS directory the cluster was started with, or nothing.
+tls_dir() { cat "$dir/tls" 2>/dev/null || true; }
+
+# client_url N: member N's client URL.
+client_url() {
+	if [ -n "$(tls_dir)" ]; then echo "https://127.0.0.1:$(port "$1" client)"; else echo "http://127.0.0.1:$(port "$1" client)"; fi
+}
+
 # get N PATH: GET member N's client URL PATH, 2 s at most (a paused member
 # never answers).
-get() { curl -fsS --max-time 2 "http://127.0.0.1:$(port "$1" client)$2" 2>/dev/null; }
+get() {
+	local t tls=()
+	t=$(tls_dir)
+	[ -z "$t" ] || tls=(--cacert "$t/ca.pem" --cert "$t/client.pem" --key "$t/client-key.pem")
+	curl -fsS --max-time 2 "${tls[@]}" "$(client_url "$1")$2" 2>/dev/null
+}
 
 # launch N STATE: start member N in the background (STATE: new or existing).
 launch() {
-	local n=$1 m="$dir/m$1" cluster="" i
+	local n=$1 m="$dir/m$1" cluster="" i t tls=()
 	for ((i = 1; i <= members; i++)); do
 		cluster+="${cluster:+,}m$i=http://127.0.0.1:$(port "$i" peer)"
 	done
+	t=$(tls_dir)
+	[ -z "$t" ] || tls=(--cert-file "$t/server.pem" --key-file "$t/server-key.pem"
+		--trusted-ca-file "$t/ca.pem" --client-cert-auth)
 	mkdir -p "$m"
 	(
 		unset_etcd_env
-		exec etcd --name "m$n" --data-dir "$m/data" \
-			--listen-client-urls "http://127.0.0.1:$(port "$n" client)" \
-			--advertise-client-urls "http://127.0.0.1:$(port "$n" client)" \
+		exec etcd --name "m$n" --data-dir "$m/data" "${tls[@]}" \
+			--listen-client-urls "$(client_url "$n")" \
+			--advertise-client-urls "$(client_url "$n")" \
 			--listen-peer-urls "http://127.0.0.1:$(port "$n" peer)" \
 			--initial-advertise-peer-urls "http://127.0.0.1:$(port "$n" peer)" \
 			--initial-cluster "$cluster" --initial-cluster-token "leaf-$(basename "$dir")" \
@@ -155,6 +175,11 @@ start_cluster() {
 		cat "$dir/endpoints"
 		return 0
 	fi
+	if [ -n "${LEAF_ETCD_TLS_DIR:-}" ]; then
+		(cd "$LEAF_ETCD_TLS_DIR" && pwd) >"$dir/tls"
+	else
+		rm -f "$dir/tls"
+	fi
 	for attempt in 1 2 3 4 5; do
 		free_ports $((2 * members)) >"$dir/ports"
 		for ((i = 1; i <= members; i++)); do
@@ -174,7 +199,7 @@ start_cluster() {
 	done
 	[ -n "${ok:-}" ] || die "could not find ports etcd could bind"
 	local eps=""
-	for ((i = 1; i <= members; i++)); do eps+="${eps:+,}http://127.0.0.1:$(port "$i" client)"; done
+	for ((i = 1; i <= members; i++)); do eps+="${eps:+,}$(client_url "$i")"; done
 	echo "LEAF_TEST_ETCD_ENDPOINTS=$eps" >"$dir/endpoints"
 	log "ready: $eps (data under $dir)"
 	cat "$dir/endpoints"

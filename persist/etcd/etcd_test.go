@@ -307,3 +307,46 @@ func TestLostAnswer(t *testing.T) {
 		t.Fatalf("Create again = %v, %v; want false", created, err)
 	}
 }
+
+// TLS: on a cluster whose members serve TLS only and want client
+// certificates, the store works with the CA and a client certificate,
+// and is refused without the certificate or without the CA.
+func TestTLS(t *testing.T) {
+	files := t.TempDir()
+	etcdtest.TLSFiles(t, files)
+	_, eps := etcdtest.StartCluster(t, "LEAF_ETCD_TLS_DIR="+files)
+	if !strings.HasPrefix(eps, "https://") {
+		t.Fatalf("endpoints %q, want https://", eps)
+	}
+	ca, cert, key := filepath.Join(files, "ca.pem"), filepath.Join(files, "client.pem"), filepath.Join(files, "client-key.pem")
+	opts := persist.Options{QueryTimeout: 30 * time.Second}
+
+	s, err := etcd.Open(t.Context(), etcd.Config{Endpoints: eps, TLSCA: ca, TLSCert: cert, TLSKey: key}, opts)
+	if err != nil {
+		t.Fatalf("open with the CA and a client certificate: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Take(t.Context(), "t", 0); err != nil || r != (persist.Range{Start: 1, End: 11, Step: 10}) {
+		t.Fatalf("Take over TLS = %+v, %v", r, err)
+	}
+
+	refused := []struct {
+		name string
+		cfg  etcd.Config
+	}{
+		{"NoClientCertificate", etcd.Config{Endpoints: eps, TLSCA: ca}},
+		{"NoCA", etcd.Config{Endpoints: eps, TLSCert: cert, TLSKey: key}},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := etcd.Open(t.Context(), tc.cfg, persist.Options{QueryTimeout: 5 * time.Second})
+			if err == nil || !strings.Contains(err.Error(), "certificate") {
+				t.Fatalf("open = %v, want a refusal over the certificates", err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
