@@ -338,6 +338,24 @@ func incrAfterRecovery(t testing.TB, c *redis.Client, tag string) (int64, []stri
 	return 0, nil
 }
 
+// incrRising sends INCR tag n times: each reply must be an ID above the
+// one before, the first above last; what names the IDs in a failure. It
+// returns the last ID.
+func incrRising(t testing.TB, c *redis.Client, tag, what string, last, n int64) int64 {
+	t.Helper()
+	for i := range n {
+		id, reply, err := incrErr(c, tag)
+		if err != nil || reply != "" {
+			t.Fatalf("%s %d of %d: INCR = %v, %q", what, i+1, n, err, reply)
+		}
+		if id <= last {
+			t.Fatalf("%s %d of %d: INCR = %d after %d", what, i+1, n, id, last)
+		}
+		last = id
+	}
+	return last
+}
+
 // mustInt parses an INFO value.
 func mustInt(t testing.TB, key, v string) int64 {
 	t.Helper()

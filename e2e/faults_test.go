@@ -90,13 +90,7 @@ func TestDeletedRow(t *testing.T) {
 				} else {
 					last = servesAboveAfterRefusals(t, c, tag, last, high)
 				}
-				for range 150 {
-					if id := incr(t, c, tag); id <= last {
-						t.Fatalf("INCR = %d after %d", id, last)
-					} else {
-						last = id
-					}
-				}
+				last = incrRising(t, c, tag, "ID after the repair", last, 150)
 				p.Stop(syscall.SIGTERM)
 				if !v.guardTable {
 					return
@@ -154,16 +148,7 @@ func deleteUnderServer(t *testing.T, st store, c *redis.Client, tag string) (las
 	if runway <= 0 {
 		t.Fatalf("runway_ids = %d with the next segment ready", runway)
 	}
-	for i := range runway {
-		id, reply, err := incrErr(c, tag)
-		if err != nil || reply != "" {
-			t.Fatalf("reserved ID %d of %d after the DELETE: INCR = %v, %q", i+1, runway, err, reply)
-		}
-		if id <= last {
-			t.Fatalf("INCR = %d after %d", id, last)
-		}
-		last = id
-	}
+	last = incrRising(t, c, tag, "reserved ID after the DELETE", last, runway)
 	_, reply, err := incrErr(c, tag)
 	if err != nil || !strings.HasPrefix(reply, "ERR tag '"+tag+"' was deleted from the database") {
 		t.Fatalf("INCR with the reserved IDs spent and the row gone = %v, %q", err, reply)

@@ -67,16 +67,7 @@ func TestDatabaseOutage(t *testing.T) {
 			if runway != 180 {
 				t.Fatalf("runway_ids = %d with 20 of 200 cached IDs used, want 180", runway)
 			}
-			for i := range runway {
-				id, reply, err := incrErr(c, tag)
-				if err != nil || reply != "" {
-					t.Fatalf("cached ID %d of %d: INCR = %v, %q", i+1, runway, err, reply)
-				}
-				if id <= last {
-					t.Fatalf("INCR = %d after %d", id, last)
-				}
-				last = id
-			}
+			last = incrRising(t, c, tag, "cached ID", last, runway)
 			// The cache is empty: the answer is an error, within
 			// load_timeout (a hang would end the test at its deadline).
 			_, reply, err := incrErr(c, tag)
@@ -111,14 +102,7 @@ func TestDatabaseOutage(t *testing.T) {
 			if id <= last {
 				t.Fatalf("first INCR after recovery = %d, want > %d", id, last)
 			}
-			last = id
-			for range 250 { // through more segment loads
-				if id := incr(t, c, tag); id <= last {
-					t.Fatalf("INCR = %d after %d", id, last)
-				} else {
-					last = id
-				}
-			}
+			incrRising(t, c, tag, "ID after recovery", id, 250) // through more segment loads
 			if v := infoField(t, c, "leaf", "store_ok"); v != "1" {
 				t.Errorf("INFO store_ok = %q after recovery, want 1", v)
 			}

@@ -64,14 +64,6 @@ ensure_installed() {
 	need_pkgs curl curl || die "curl not found: install curl"
 }
 
-# alive PID: the process exists and is not a zombie waiting to be reaped.
-alive() {
-	kill -0 "$1" 2>/dev/null || return 1
-	local state
-	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)
-	[ "$state" != Z ]
-}
-
 # is_etcd PID: the process is alive and is an etcd (not a recycled PID).
 is_etcd() {
 	[ -n "$1" ] && alive "$1" && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = etcd ]
@@ -272,16 +264,7 @@ stop_member() {
 	local n=$1 pid
 	pid=$(pid_of "$n")
 	if is_etcd "$pid"; then
-		kill -TERM "$pid"
-		# A paused member acts on SIGTERM only once continued.
-		kill -CONT "$pid" 2>/dev/null || true
-		local deadline=$((SECONDS + 30))
-		while alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
-		if alive "$pid"; then
-			log "member $n still running after 30s, killing"
-			kill -KILL "$pid" 2>/dev/null || true
-			while alive "$pid"; do sleep 0.05; done
-		fi
+		stop_pid "$pid" 30 || log "member $n still running after 30s, killed"
 	fi
 	rm -f "$dir/m$n/etcd.pid"
 	echo "$n"
@@ -291,9 +274,7 @@ kill_member() {
 	local n=$1 pid
 	pid=$(running_pid "$n")
 	kill -KILL "$pid"
-	local deadline=$((SECONDS + 30))
-	while alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.02; done
-	alive "$pid" && die "member $n (pid $pid) still alive 30s after SIGKILL"
+	wait_gone "$pid" 30 || die "member $n (pid $pid) still alive 30s after SIGKILL"
 	rm -f "$dir/m$n/etcd.pid"
 	echo "$n"
 }
@@ -332,8 +313,11 @@ n=$(member "$3")
 case $cmd in
 kill) kill_member "$n" ;;
 stop) stop_member "$n" ;;
-pause) kill -STOP "$(running_pid "$n")" && echo "$n" ;;
-resume) kill -CONT "$(running_pid "$n")" && echo "$n" ;;
+pause | resume)
+	pid=$(running_pid "$n")
+	if [ "$cmd" = pause ]; then kill -STOP "$pid"; else kill -CONT "$pid"; fi
+	echo "$n"
+	;;
 start) start_member "$n" ;;
 *) usage ;;
 esac

@@ -33,3 +33,33 @@ wait_log() {
 	echo "timed out waiting for '$pattern' in $file" >&2
 	return 1
 }
+
+# alive PID: the process exists and is not a zombie waiting to be reaped.
+alive() {
+	kill -0 "$1" 2>/dev/null || return 1
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)
+	[ "$state" != Z ]
+}
+
+# wait_gone PID SECONDS: wait until process PID is gone; fail when it is
+# still there after SECONDS.
+wait_gone() {
+	local deadline=$((SECONDS + $2))
+	while alive "$1"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.05
+	done
+}
+
+# stop_pid PID SECONDS: stop process PID cleanly (SIGTERM, and SIGCONT: a
+# paused process acts on SIGTERM only once continued); SIGKILL it when it
+# still runs after SECONDS, and then fail.
+stop_pid() {
+	kill -TERM "$1" 2>/dev/null || true
+	kill -CONT "$1" 2>/dev/null || true
+	wait_gone "$1" "$2" && return 0
+	kill -KILL "$1" 2>/dev/null || true
+	wait_gone "$1" 10 || true
+	return 1
+}

@@ -31,6 +31,7 @@
 #
 # Environment: MARIADB_START_TIMEOUT (seconds to wait for readiness, 60).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 log() { echo "mariadb.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -90,14 +91,6 @@ free_port() {
 		fi
 	done
 	die "no free port found"
-}
-
-# alive PID: the process exists and is not a zombie waiting to be reaped.
-alive() {
-	kill -0 "$1" 2>/dev/null || return 1
-	local state
-	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)
-	[ "$state" != Z ]
 }
 
 # is_mariadbd PID: the process is alive and is a mariadbd (not a recycled PID).
@@ -236,17 +229,7 @@ stop() {
 		rm -f "$dir/mariadb.pid"
 		return 0
 	fi
-	kill -TERM "$pid"
-	# A paused server (pause) acts on SIGTERM only once continued.
-	kill -CONT "$pid" 2>/dev/null || true
-	local deadline=$((SECONDS + 60))
-	while is_mariadbd "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
-	if is_mariadbd "$pid"; then
-		log "still running after 60s, killing"
-		kill -KILL "$pid" 2>/dev/null || true
-		deadline=$((SECONDS + 10))
-		while alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
-	fi
+	stop_pid "$pid" 60 || log "still running after 60s, killed"
 	rm -f "$dir/mariadb.pid"
 	log "stopped (pid $pid)"
 }
@@ -267,9 +250,7 @@ crash() {
 	pid=$(running_pid "$1")
 	# A stopped process dies of SIGKILL too.
 	kill -KILL "$pid"
-	local deadline=$((SECONDS + 30))
-	while alive "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.05; done
-	alive "$pid" && die "pid $pid still alive 30s after SIGKILL"
+	wait_gone "$pid" 30 || die "pid $pid still alive 30s after SIGKILL"
 	rm -f "$1/mariadb.pid"
 	log "killed (pid $pid)"
 }
