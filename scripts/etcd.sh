@@ -172,7 +172,7 @@ start_cluster() {
 	else
 		rm -f "$dir/tls"
 	fi
-	for attempt in 1 2 3 4 5; do
+	for attempt in 1 2 3; do
 		free_ports $((2 * members)) >"$dir/ports"
 		for ((i = 1; i <= members; i++)); do
 			rm -rf "$dir/m$i"
@@ -180,16 +180,18 @@ start_cluster() {
 		done
 		log "starting $members members on 127.0.0.1 ports $(cat "$dir/ports") (attempt $attempt)"
 		if wait_cluster; then ok=1; break; fi
-		# A cluster that never formed holds nothing: kill it.
+		# A cluster that never formed holds nothing: kill it, and try again
+		# on other ports (one may have been taken, by a process or by a
+		# cluster starting at the same time).
 		kill_all
 		if grep -qi 'address already in use' "$dir"/m*/etcd.log 2>/dev/null; then
 			log "a port was taken, trying others"
-			continue
+		else
+			tail -n 5 "$dir"/m*/etcd.log >&2 || true
+			log "cluster not healthy after ${ETCD_START_TIMEOUT:-60}s, trying again"
 		fi
-		tail -n 20 "$dir"/m*/etcd.log >&2 || true
-		die "cluster not healthy after ${ETCD_START_TIMEOUT:-60}s"
 	done
-	[ -n "${ok:-}" ] || die "could not find ports etcd could bind"
+	[ -n "${ok:-}" ] || die "no healthy cluster after $attempt attempts; logs: $dir/m*/etcd.log"
 	local eps=""
 	for ((i = 1; i <= members; i++)); do eps+="${eps:+,}$(client_url "$i")"; done
 	echo "LEAF_TEST_ETCD_ENDPOINTS=$eps" >"$dir/endpoints"
