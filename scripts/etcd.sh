@@ -140,7 +140,15 @@ launch() {
 			--auto-compaction-mode revision --auto-compaction-retention 10000 \
 			--logger zap --log-outputs stderr --log-level warn
 	) </dev/null >>"$m/etcd.log" 2>&1 &
-	echo $! >"$m/etcd.pid"
+	local pid=$! i
+	echo "$pid" >"$m/etcd.pid"
+	# Until the subshell has exec'd etcd, the PID is a bash's: is_etcd
+	# would take the member for gone.
+	for ((i = 0; i < 500; i++)); do
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = etcd ] && return 0
+		alive "$pid" || return 0
+		sleep 0.02
+	done
 }
 
 # answers N PATH PATTERN: member N's answer to PATH has a line matching

@@ -417,7 +417,8 @@ func unavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return true
 	}
-	code := status.Code(err)
+	st, _ := status.FromError(err)
+	code := st.Code()
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
 		code = ee.Code()
@@ -425,6 +426,11 @@ func unavailable(err error) bool {
 	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
 		return true
+	case codes.Unknown:
+		// A member's own deadline on a request it could not finish (no
+		// leader to forward it to) comes back as the bare context error.
+		msg := st.Message()
+		return msg == context.DeadlineExceeded.Error() || msg == context.Canceled.Error()
 	}
 	return false
 }
