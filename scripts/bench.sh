@@ -2,13 +2,13 @@
 # make bench: leaf's benchmarks.
 #
 #  1. The Go benchmarks: the allocator's hot path next to a bare atomic add
-#     and the start-up with 100,000 tags (segment/), the server path of INCR
-#     alone, through the connection loop, and through go-redis pipelines,
-#     and one client's INCR latency (p50, p99) beside 1,500 idle
-#     connections (server/), all with allocations; package client's Next
-#     against one INCR per ID over the wire to the same leaf (client/);
-#     Take, the store's transaction per segment, on SQLite, MariaDB and a
-#     three-member etcd cluster (persist/*/).
+#     and the start-up with 100,000 tags (segment/), a connection's turn of
+#     INCRs without the kernel (resp/), the server path of INCR alone and
+#     through go-redis pipelines, and one client's INCR latency (p50, p99)
+#     beside 1,500 idle connections (server/), all with allocations;
+#     package client's Next against one INCR per ID over the wire to the
+#     same leaf (client/); Take, the store's transaction per segment, on
+#     SQLite, MariaDB and a three-member etcd cluster (persist/*/).
 #  2. redis-benchmark INCR on one key against leaf (built with
 #     CGO_ENABLED=0, on a fresh SQLite file) and against a redis-server 7
 #     (--save '' --appendonly no), both on free loopback ports of this
@@ -66,7 +66,8 @@ if [ "$GO_BENCH" != 0 ]; then
 	echo
 	echo "== Go benchmarks"
 	go test -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" ./segment/ | tee "$work/gobench"
-	go test -run '^$' -bench 'BenchmarkDispatchIncr|BenchmarkConnIncr|BenchmarkServerIncr|BenchmarkIncrWith1500IdleConns' -benchmem \
+	go test -run '^$' -bench 'BenchmarkConnIncr' -benchmem -benchtime "$BENCHTIME" ./resp/ | tee -a "$work/gobench"
+	go test -run '^$' -bench 'BenchmarkDispatchIncr|BenchmarkServerIncr|BenchmarkIncrWith1500IdleConns' -benchmem \
 		-benchtime "$BENCHTIME" ./server/ | tee -a "$work/gobench"
 	awk '/^BenchmarkNext\/atomic.Int64.Add/ { a = $3 } /^BenchmarkNext\/Tag.Next-/ { t = $3 }
 		END { if (a > 0 && t > 0) printf "Tag.Next: %.2fx the cost of a bare atomic add\n", t / a }' "$work/gobench"

@@ -6,8 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/redcon"
-
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -15,28 +14,19 @@ import (
 // are unknown without a lookup.
 const maxCommandName = 32
 
-// client is one connection's state, made once at accept. Fields below mu
-// are used only by the connection's own goroutine while it holds mu (that
-// is, inside a command).
+// client is one connection's state: the resp.Session that runs its
+// commands, made when the connection is accepted (Server.Open). Its
+// fields but id, addr, laddr, created, the counters and meta are used
+// only inside a command, and the connection runs one command at a time.
 type client struct {
-	cn      *conn // the transport; the fields below are the command layer's
+	s       *Server
 	id      int64
 	addr    string
 	laddr   string
 	created time.Time
 
-	// mu is held while a command runs; Shutdown takes it to wait for the
-	// command in flight and sets closed to refuse the next ones.
-	mu     sync.Mutex
-	closed bool // set by Shutdown
-	quit   bool // QUIT: close after this command
 	authed bool
 	admin  bool // authenticated as the admin user (cmd_admin.go)
-	resp   int  // 2 or 3
-
-	// inLoop: an event loop is running the command, which must not block;
-	// dispatch sets handoff instead of running one that might.
-	inLoop, handoff bool
 
 	// name is the scratch buffer dispatch lowercases command names into, so
 	// the table lookup m[string(name[:n])] does not allocate.
@@ -49,8 +39,6 @@ type client struct {
 	tagBuf [segment.MaxTagLen]byte
 	tagLen int
 	tag    *segment.Tag
-	// scratch builds RESP3 headers.
-	scratch [24]byte
 
 	// Counted here rather than on the server so the hot path writes only
 	// its own cache line; INFO sums them.
@@ -69,22 +57,27 @@ type client struct {
 	}
 }
 
-func newClient(s *Server, rc redcon.Conn) *client {
+// newClient is the state of a new connection.
+func newClient(s *Server, conn *resp.Conn) *client {
 	c := &client{
+		s:       s,
 		id:      s.nextID.Add(1),
-		addr:    rc.RemoteAddr(),
+		addr:    conn.RemoteAddr(),
+		laddr:   conn.LocalAddr(),
 		created: s.now(),
 		authed:  !s.hasPass,
-		resp:    2,
-	}
-	if cn, ok := rc.(*conn); ok {
-		c.laddr = cn.laddr
-	} else if nc := rc.NetConn(); nc != nil {
-		c.laddr = nc.LocalAddr().String()
 	}
 	c.meta.resp = 2
 	return c
 }
+
+// Command runs one command (resp.Session).
+func (c *client) Command(conn *resp.Conn, args [][]byte, mayBlock bool) bool {
+	return c.s.dispatch(c, conn, args, mayBlock)
+}
+
+// Closed unregisters the connection (resp.Session).
+func (c *client) Closed() { c.s.unregister(c) }
 
 // lowerName lowercases b into c.name and returns its length, or -1 when b is
 // too long to be a command name.
@@ -102,16 +95,18 @@ func (c *client) lowerName(b []byte) int {
 }
 
 // setResp switches the connection's protocol (HELLO).
-func (c *client) setResp(v int) {
-	c.resp = v
+func (c *client) setResp(conn *resp.Conn, v int) {
+	conn.SetProtocol(v)
 	c.meta.Lock()
 	c.meta.resp = v
 	c.meta.Unlock()
 }
 
-// setUser records a successful login: as the admin user or the default one.
-func (c *client) setUser(admin bool) {
+// setUser records a successful login, as the admin user or the default
+// one; Redis's caps on requests before AUTH end.
+func (c *client) setUser(conn *resp.Conn, admin bool) {
 	c.authed, c.admin = true, admin
+	conn.SetUnauthenticated(false)
 	c.meta.Lock()
 	c.meta.admin = admin
 	c.meta.Unlock()
@@ -121,7 +116,7 @@ func (c *client) setUser(admin bool) {
 // format (the fields leaf has).
 func (c *client) info(now time.Time) string {
 	c.meta.Lock()
-	name, libName, libVer, resp := c.meta.name, c.meta.libName, c.meta.libVer, c.meta.resp
+	name, libName, libVer, proto := c.meta.name, c.meta.libName, c.meta.libVer, c.meta.resp
 	user := "default"
 	if c.meta.admin {
 		user = adminUser
@@ -141,7 +136,7 @@ func (c *client) info(now time.Time) string {
 	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 user="...)
 	b = append(b, user...)
 	b = append(b, " redir=-1 resp="...)
-	b = strconv.AppendInt(b, int64(resp), 10)
+	b = strconv.AppendInt(b, int64(proto), 10)
 	b = append(b, " lib-name="...)
 	b = append(b, libName...)
 	b = append(b, " lib-ver="...)

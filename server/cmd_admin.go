@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/tidwall/redcon"
+	"github.com/leaf-id/leaf/resp"
 
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
@@ -87,12 +87,12 @@ func registerAdmin(t table) {
 // when Options.AdminPassword is set, else the default user's (checkAuth).
 // On success it records who the connection is now (AUTH switches users, as
 // in Redis); on failure nothing changes.
-func (s *Server) login(c *client, user, pass []byte) bool {
+func (s *Server) login(c *client, conn *resp.Conn, user, pass []byte) bool {
 	switch {
 	case s.checkAdmin(user, pass):
-		c.setUser(true)
+		c.setUser(conn, true)
 	case s.checkAuth(user, pass):
-		c.setUser(false)
+		c.setUser(conn, false)
 	default:
 		return false
 	}
@@ -115,7 +115,7 @@ func (s *Server) checkAdmin(user, pass []byte) bool {
 
 // adminOK reports whether the connection may run the administrative command
 // name; when not, it writes Redis's NOPERM reply.
-func (s *Server) adminOK(c *client, conn redcon.Conn, name string) bool {
+func (s *Server) adminOK(c *client, conn *resp.Conn, name string) bool {
 	if s.opts.AdminPassword == "" || c.admin {
 		return true
 	}
@@ -125,7 +125,7 @@ func (s *Server) adminOK(c *client, conn redcon.Conn, name string) bool {
 
 // cmdLeafCreate: LEAF.CREATE tag [STEP n] [DESC text] -> OK. Without STEP
 // the tag gets segment.default_step.
-func cmdLeafCreate(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdLeafCreate(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if !s.adminOK(c, conn, "leaf.create") {
 		return
 	}
@@ -166,7 +166,7 @@ func cmdLeafCreate(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 }
 
 // cmdLeafStep: LEAF.STEP tag n -> OK.
-func cmdLeafStep(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdLeafStep(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if !s.adminOK(c, conn, "leaf.step") {
 		return
 	}
@@ -187,7 +187,7 @@ func cmdLeafStep(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 
 // parseStep parses a step argument: 1..persist.MaxStep (the column is an
 // INT), or writes the error.
-func (s *Server) parseStep(c *client, conn redcon.Conn, b []byte) (int64, bool) {
+func (s *Server) parseStep(c *client, conn *resp.Conn, b []byte) (int64, bool) {
 	n, ok := parseInt(b)
 	if !ok {
 		s.writeError(c, conn, errNotInteger)
@@ -202,7 +202,7 @@ func (s *Server) parseStep(c *client, conn redcon.Conn, b []byte) (int64, bool) 
 
 // cmdLeafFloor: LEAF.FLOOR tag n -> the floor in effect: the tag's max_id - 1
 // in the database, at least n. Every ID handed out later is above n.
-func cmdLeafFloor(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdLeafFloor(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if !s.adminOK(c, conn, "leaf.floor") {
 		return
 	}
@@ -220,7 +220,7 @@ func cmdLeafFloor(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 // cmdSet: SET tag n -> OK, LEAF.FLOOR for Redis users migrating counters:
 // it raises the floor and never lowers it. SET's options (EX, NX, GET, ...)
 // are refused: they mean nothing for an ID sequence.
-func cmdSet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdSet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if !s.adminOK(c, conn, "set") {
 		return
 	}
@@ -241,7 +241,7 @@ func cmdSet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 // floor runs the allocator's Floor for LEAF.FLOOR and SET, or writes the
 // error; lowerText is the command's reply when n is below an ID this server
 // already handed out.
-func (s *Server) floor(c *client, conn redcon.Conn, tag []byte, n int64, lowerText string) (int64, bool) {
+func (s *Server) floor(c *client, conn *resp.Conn, tag []byte, n int64, lowerText string) (int64, bool) {
 	if n < 0 {
 		s.writeError(c, conn, errFloorNegative)
 		return 0, false
@@ -264,10 +264,10 @@ func (s *Server) floor(c *client, conn redcon.Conn, tag []byte, n int64, lowerTe
 // cmdGet: GET tag -> the last ID this server handed out for the tag, as a
 // bulk string like Redis's GET of a counter; nil when it handed out none
 // (or does not know the tag). It never reads the database.
-func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdGet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	last, ok := s.alloc.LastIssued(string(args[1]))
 	if !ok {
-		c.writeNull(conn)
+		conn.WriteNull()
 		return
 	}
 	conn.WriteBulkString(strconv.FormatInt(last, 10))
@@ -276,6 +276,6 @@ func cmdGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 // cmdDel: DEL tag ... -> always an error: a deleted row is re-created at
 // max_id 1 by the next INCR (auto-create) or by an operator, and servers
 // that never saw the old row hand its IDs out again.
-func cmdDel(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdDel(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	s.writeError(c, conn, errDel)
 }

@@ -6,7 +6,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 
-	"github.com/tidwall/redcon"
+	"github.com/leaf-id/leaf/resp"
 )
 
 // Connection commands: what client libraries and redis-cli send on connect
@@ -121,7 +121,7 @@ func (s *Server) authFailed(c *client) {
 }
 
 // cmdAuth: AUTH [user] pass.
-func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdAuth(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if len(args) > 3 {
 		s.writeError(c, conn, errSyntax)
 		return
@@ -135,19 +135,18 @@ func cmdAuth(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	} else {
 		user = args[1]
 	}
-	if !s.login(c, user, pass) {
+	if !s.login(c, conn, user, pass) {
 		s.authFailed(c)
 		s.writeError(c, conn, errWrongPass)
 		return
 	}
-	c.authed = true
 	conn.WriteString("OK")
 }
 
 // cmdHello: HELLO [protover [AUTH user pass] [SETNAME name]]. It follows
 // Redis 7.0's helloCommand: version first, then options, then
 // authentication, then the name, then the switch and the reply.
-func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdHello(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	ver := int64(0)
 	i := 1
 	if len(args) >= 2 {
@@ -179,12 +178,11 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 	}
 	if auth {
-		if !s.login(c, user, pass) {
+		if !s.login(c, conn, user, pass) {
 			s.authFailed(c)
 			s.writeError(c, conn, errWrongPass)
 			return
 		}
-		c.authed = true
 	}
 	if !c.authed {
 		s.writeError(c, conn, errHelloNoAuth)
@@ -194,15 +192,15 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		return
 	}
 	if ver != 0 {
-		c.setResp(int(ver))
+		c.setResp(conn, int(ver))
 	}
-	c.writeMap(conn, 7)
+	conn.WriteMap(7)
 	conn.WriteBulkString("server")
 	conn.WriteBulkString("redis")
 	conn.WriteBulkString("version")
 	conn.WriteBulkString(redisVersion)
 	conn.WriteBulkString("proto")
-	conn.WriteInt(c.resp)
+	conn.WriteInt(conn.Protocol())
 	conn.WriteBulkString("id")
 	conn.WriteInt64(c.id)
 	conn.WriteBulkString("mode")
@@ -215,14 +213,13 @@ func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 
 // cmdQuit: QUIT -> +OK, then the connection closes; the rest of the
 // pipeline is dropped unread, as Redis does.
-func cmdQuit(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	conn.ReadPipeline()
+func cmdQuit(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteString("OK")
-	c.quit = true
+	conn.Quit()
 }
 
 // cmdPing: PING [message].
-func cmdPing(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdPing(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if len(args) > 2 {
 		s.writeError(c, conn, fmt.Sprintf(errWrongArgs, "ping"))
 		return
@@ -235,13 +232,13 @@ func cmdPing(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 }
 
 // cmdEcho: ECHO message.
-func cmdEcho(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdEcho(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteBulk(args[1])
 }
 
 // cmdSelect: SELECT 0. leaf has one database; any other index is out of
 // range (Redis's text for an index beyond "databases").
-func cmdSelect(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdSelect(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	n, ok := parseInt(args[1])
 	if !ok || n < -2147483648 || n > 2147483647 {
 		s.writeError(c, conn, errNotInteger)
@@ -254,7 +251,7 @@ func cmdSelect(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteString("OK")
 }
 
-func cmdClientID(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdClientID(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteInt64(c.id)
 }
 
@@ -271,7 +268,7 @@ func validAttr(b []byte) bool {
 
 // setName sets the connection's name, or writes the error and reports
 // false. An empty name removes it.
-func (s *Server) setName(c *client, conn redcon.Conn, name []byte) bool {
+func (s *Server) setName(c *client, conn *resp.Conn, name []byte) bool {
 	if !validAttr(name) {
 		s.writeError(c, conn, errClientName)
 		return false
@@ -282,18 +279,18 @@ func (s *Server) setName(c *client, conn redcon.Conn, name []byte) bool {
 	return true
 }
 
-func cmdClientSetName(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdClientSetName(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if s.setName(c, conn, args[2]) {
 		conn.WriteString("OK")
 	}
 }
 
-func cmdClientGetName(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdClientGetName(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	c.meta.Lock()
 	name := c.meta.name
 	c.meta.Unlock()
 	if name == "" {
-		c.writeNull(conn)
+		conn.WriteNull()
 		return
 	}
 	conn.WriteBulkString(name)
@@ -301,7 +298,7 @@ func cmdClientGetName(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 
 // cmdClientSetInfo: CLIENT SETINFO LIB-NAME|LIB-VER value (Redis 7.2, sent
 // by go-redis, redis-py and others on connect).
-func cmdClientSetInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdClientSetInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	attr, val := args[2], args[3]
 	var dst *string
 	switch {
@@ -323,12 +320,12 @@ func cmdClientSetInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteString("OK")
 }
 
-func cmdClientInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
-	c.writeVerbatim(conn, c.info(s.now()))
+func cmdClientInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
+	conn.WriteVerbatim(c.info(s.now()))
 }
 
 // cmdClientList: CLIENT LIST, every connection (no filters).
-func cmdClientList(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdClientList(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if len(args) > 2 {
 		s.writeError(c, conn, errSyntax)
 		return
@@ -338,15 +335,15 @@ func cmdClientList(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	for _, o := range s.snapshotClients() {
 		b = append(b, o.info(now)...)
 	}
-	c.writeVerbatim(conn, string(b))
+	conn.WriteVerbatim(string(b))
 }
 
-func cmdClientHelp(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdClientHelp(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	writeHelp(conn, s.cmds["client"].help)
 }
 
 // writeHelp writes a HELP reply: an array of status lines, as Redis does.
-func writeHelp(conn redcon.Conn, lines []string) {
+func writeHelp(conn *resp.Conn, lines []string) {
 	conn.WriteArray(len(lines))
 	for _, l := range lines {
 		conn.WriteString(l)

@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/tidwall/redcon"
-
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -31,7 +30,7 @@ func registerIncr(t table) {
 }
 
 // cmdIncr: INCR tag -> the tag's next ID.
-func cmdIncr(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdIncr(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	t, err := s.tag(c, args[1])
 	if err != nil {
 		s.allocError(c, conn, args[1], err)
@@ -47,7 +46,7 @@ func cmdIncr(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 
 // cmdIncrBy: INCRBY tag n -> the last of n consecutive IDs; the client owns
 // [r-n+1, r]. n is checked before the tag, as Redis parses it first.
-func cmdIncrBy(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdIncrBy(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	n, ok := parseInt(args[2])
 	if !ok {
 		s.writeError(c, conn, errNotInteger)

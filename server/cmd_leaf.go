@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tidwall/redcon"
-
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -33,7 +32,7 @@ const leafInfoFields = 26
 // since) and store_away_since is when that began, unix milliseconds (0:
 // not away). It does not look the tag up in the database: a tag this
 // server has not seen is unknown.
-func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	in, err := s.alloc.Info(string(args[1]))
 	if err != nil {
 		if errors.Is(err, segment.ErrUnknownTag) {
@@ -43,7 +42,7 @@ func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		s.allocError(c, conn, args[1], err)
 		return
 	}
-	c.writeMap(conn, leafInfoFields)
+	conn.WriteMap(leafInfoFields)
 	conn.WriteBulkString("tag")
 	conn.WriteBulkString(in.Name)
 	conn.WriteBulkString("init")
@@ -81,7 +80,7 @@ func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	conn.WriteBulkString("runway_ids")
 	conn.WriteInt64(in.RunwayIDs)
 	conn.WriteBulkString("runway_seconds")
-	c.writeDouble(conn, in.RunwaySeconds)
+	conn.WriteDouble(in.RunwaySeconds)
 	conn.WriteBulkString("guard_high")
 	conn.WriteInt64(in.GuardHigh)
 	conn.WriteBulkString("guard_trips")
@@ -99,4 +98,14 @@ func cmdLeafInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 	writeBool(conn, st.StoreOK)
 	conn.WriteBulkString("store_away_since")
 	conn.WriteInt64(unixMilli(st.AwaySince))
+}
+
+// writeBool writes b as the integer 1 or 0 in both protocols, so clients
+// read the same type whichever they speak.
+func writeBool(conn *resp.Conn, b bool) {
+	if b {
+		conn.WriteInt(1)
+		return
+	}
+	conn.WriteInt(0)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/redcon"
+	"github.com/leaf-id/leaf/resp"
 )
 
 // Server commands: INFO, COMMAND and CONFIG, in the shapes redis-cli,
@@ -92,7 +92,7 @@ func infoSections() [7]string {
 // cmdInfo: INFO [section ...]. No section, "default", "all" or
 // "everything" print every section; unknown names print nothing, as in
 // Redis. Sections are separated by an empty line; lines end with CRLF.
-func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	sections := infoSections()
 	var want [len(sections)]bool
 	all := len(args) == 1
@@ -117,7 +117,7 @@ func cmdInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		}
 		s.infoSection(&b, sec)
 	}
-	c.writeVerbatim(conn, b.String())
+	conn.WriteVerbatim(b.String())
 }
 
 // infoSection writes one section of INFO.
@@ -159,16 +159,16 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 	case "clients":
 		b.WriteString("# Clients\r\n")
 		line("connected_clients", s.connectedClients())
-		line("maxclients", s.maxClients)
+		line("maxclients", s.rs.MaxClients())
 	case "persistence":
 		b.WriteString("# Persistence\r\n")
 		line("loading", 0)
 	case "stats":
 		commands, errs := s.totals()
 		b.WriteString("# Stats\r\n")
-		line("total_connections_received", s.connsTotal.Load())
+		line("total_connections_received", s.rs.Stats().Accepted)
 		line("total_commands_processed", commands)
-		line("rejected_connections", s.rejected.Load())
+		line("rejected_connections", s.rs.Stats().Rejected)
 		line("total_error_replies", errs)
 		line("acl_access_denied_auth", s.authFailures.Load())
 	case "replication":
@@ -216,23 +216,23 @@ func (s *Server) port() int {
 }
 
 // cmdCommand: COMMAND -> COMMAND INFO of every command.
-func cmdCommand(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdCommand(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteArray(len(s.sorted))
 	for _, cmd := range s.sorted {
 		c.writeCommandInfo(conn, cmd)
 	}
 }
 
-func cmdCommandCount(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdCommandCount(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteInt(len(s.sorted))
 }
 
-func cmdCommandHelp(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdCommandHelp(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	writeHelp(conn, s.cmds["command"].help)
 }
 
 // cmdCommandList: COMMAND LIST -> every command name, subcommands included.
-func cmdCommandList(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdCommandList(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	var names []string
 	for _, cmd := range s.sorted {
 		names = append(names, cmd.name)
@@ -259,7 +259,7 @@ func (s *Server) lookupName(name []byte) *command {
 
 // cmdCommandInfo: COMMAND INFO [name ...] -> one entry per name, nil for an
 // unknown one; every command when no name is given.
-func cmdCommandInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdCommandInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if len(args) == 2 {
 		cmdCommand(s, c, conn, args)
 		return
@@ -269,7 +269,7 @@ func cmdCommandInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		if cmd := s.lookupName(name); cmd != nil {
 			c.writeCommandInfo(conn, cmd)
 		} else {
-			c.writeNull(conn)
+			conn.WriteNull()
 		}
 	}
 }
@@ -277,11 +277,11 @@ func cmdCommandInfo(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 // writeCommandInfo writes Redis 7's ten-element COMMAND INFO entry: name,
 // arity, flags, first key, last key, key step, ACL categories, tips, key
 // specs, subcommands.
-func (c *client) writeCommandInfo(conn redcon.Conn, cmd *command) {
+func (c *client) writeCommandInfo(conn *resp.Conn, cmd *command) {
 	conn.WriteArray(10)
 	conn.WriteBulkString(cmd.name)
 	conn.WriteInt(cmd.arity)
-	c.writeSet(conn, len(cmd.flags))
+	conn.WriteSet(len(cmd.flags))
 	for _, f := range cmd.flags {
 		conn.WriteString(f)
 	}
@@ -292,34 +292,34 @@ func (c *client) writeCommandInfo(conn redcon.Conn, cmd *command) {
 	conn.WriteInt(cmd.firstKey)
 	conn.WriteInt(cmd.firstKey)
 	conn.WriteInt(step)
-	c.writeSet(conn, len(cmd.acl))
+	conn.WriteSet(len(cmd.acl))
 	for _, a := range cmd.acl {
 		conn.WriteString("@" + a)
 	}
-	c.writeSet(conn, 0) // tips
+	conn.WriteSet(0) // tips
 	if cmd.firstKey > 0 {
 		// One key at a fixed index, as Redis describes INCR's.
 		conn.WriteArray(1)
-		c.writeMap(conn, 3)
+		conn.WriteMap(3)
 		conn.WriteBulkString("flags")
-		c.writeSet(conn, len(cmd.keyFlags))
+		conn.WriteSet(len(cmd.keyFlags))
 		for _, f := range cmd.keyFlags {
 			conn.WriteString(f)
 		}
 		conn.WriteBulkString("begin_search")
-		c.writeMap(conn, 2)
+		conn.WriteMap(2)
 		conn.WriteBulkString("type")
 		conn.WriteBulkString("index")
 		conn.WriteBulkString("spec")
-		c.writeMap(conn, 1)
+		conn.WriteMap(1)
 		conn.WriteBulkString("index")
 		conn.WriteInt(cmd.firstKey)
 		conn.WriteBulkString("find_keys")
-		c.writeMap(conn, 2)
+		conn.WriteMap(2)
 		conn.WriteBulkString("type")
 		conn.WriteBulkString("range")
 		conn.WriteBulkString("spec")
-		c.writeMap(conn, 3)
+		conn.WriteMap(3)
 		conn.WriteBulkString("lastkey")
 		conn.WriteInt(0)
 		conn.WriteBulkString("keystep")
@@ -338,7 +338,7 @@ func (c *client) writeCommandInfo(conn redcon.Conn, cmd *command) {
 
 // cmdCommandDocs: COMMAND DOCS [name ...] -> a map of name to its docs
 // (redis-cli asks on connect for its hints); unknown names are left out.
-func cmdCommandDocs(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdCommandDocs(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	cmds := s.sorted
 	if len(args) > 2 {
 		cmds = nil
@@ -348,14 +348,14 @@ func cmdCommandDocs(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			}
 		}
 	}
-	c.writeMap(conn, len(cmds))
+	conn.WriteMap(len(cmds))
 	for _, cmd := range cmds {
 		conn.WriteBulkString(cmd.name)
 		c.writeCommandDocs(conn, cmd)
 	}
 }
 
-func (c *client) writeCommandDocs(conn redcon.Conn, cmd *command) {
+func (c *client) writeCommandDocs(conn *resp.Conn, cmd *command) {
 	n := 4
 	if len(cmd.args) > 0 {
 		n++
@@ -363,7 +363,7 @@ func (c *client) writeCommandDocs(conn redcon.Conn, cmd *command) {
 	if len(cmd.subs) > 0 {
 		n++
 	}
-	c.writeMap(conn, n)
+	conn.WriteMap(n)
 	conn.WriteBulkString("summary")
 	conn.WriteBulkString(cmd.summary)
 	conn.WriteBulkString("since")
@@ -383,7 +383,7 @@ func (c *client) writeCommandDocs(conn redcon.Conn, cmd *command) {
 			if a.optional {
 				m++
 			}
-			c.writeMap(conn, m)
+			conn.WriteMap(m)
 			conn.WriteBulkString("name")
 			conn.WriteBulkString(a.name)
 			conn.WriteBulkString("type")
@@ -394,7 +394,7 @@ func (c *client) writeCommandDocs(conn redcon.Conn, cmd *command) {
 			}
 			if a.optional {
 				conn.WriteBulkString("flags")
-				c.writeSet(conn, 1)
+				conn.WriteSet(1)
 				conn.WriteString("optional")
 			}
 		}
@@ -402,7 +402,7 @@ func (c *client) writeCommandDocs(conn redcon.Conn, cmd *command) {
 	if len(cmd.subs) > 0 {
 		conn.WriteBulkString("subcommands")
 		subs := cmd.sortedSubs()
-		c.writeMap(conn, len(subs))
+		conn.WriteMap(len(subs))
 		for _, sub := range subs {
 			conn.WriteBulkString(sub.name)
 			c.writeCommandDocs(conn, sub)
@@ -424,7 +424,7 @@ func (s *Server) configParams() [][2]string {
 		{"appendonly", "no"},
 		{"bind", host},
 		{"databases", "1"},
-		{"maxclients", strconv.Itoa(s.maxClients)},
+		{"maxclients", strconv.Itoa(s.rs.MaxClients())},
 		{"port", port},
 		{"save", ""},
 		{"timeout", strconv.FormatInt(int64((s.opts.IdleTimeout+time.Second-1)/time.Second), 10)}, // seconds, rounded up
@@ -435,7 +435,7 @@ func (s *Server) configParams() [][2]string {
 // in RESP3). As Redis 7.0: a pattern without glob characters is looked up
 // by name and answered under the name as given; a glob answers the
 // canonical names that match, case-insensitively. Each parameter once.
-func cmdConfigGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdConfigGet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	params := s.configParams()
 	var out [][2]string
 	seen := map[string]bool{}
@@ -458,17 +458,17 @@ func cmdConfigGet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 			}
 		}
 	}
-	c.writeMap(conn, len(out))
+	conn.WriteMap(len(out))
 	for _, p := range out {
 		conn.WriteBulkString(p[0])
 		conn.WriteBulkString(p[1])
 	}
 }
 
-func cmdConfigSet(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdConfigSet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	s.writeError(c, conn, errConfigSet)
 }
 
-func cmdConfigHelp(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdConfigHelp(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	writeHelp(conn, s.cmds["config"].help)
 }

@@ -5,8 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tidwall/redcon"
-
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -30,7 +29,7 @@ const leafTagsLen = 10
 // init, next_ready, vanished]. runway_seconds is a double
 // (a bulk string in RESP2), inf when the tag is idle; the last three are
 // 0/1 integers. LEAF.INFO tag has the full state of one tag.
-func cmdLeafTags(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdLeafTags(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	tags := s.alloc.Tags()
 	conn.WriteArray(len(tags))
 	for _, in := range tags {
@@ -38,7 +37,7 @@ func cmdLeafTags(s *Server, c *client, conn redcon.Conn, args [][]byte) {
 		conn.WriteBulkString(in.Name)
 		conn.WriteInt64(in.Step)
 		conn.WriteInt64(in.RunwayIDs)
-		c.writeDouble(conn, in.RunwaySeconds)
+		conn.WriteDouble(in.RunwaySeconds)
 		conn.WriteInt64(in.Issued)
 		conn.WriteInt64(in.Loads)
 		conn.WriteInt64(in.Failures)

@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/tidwall/redcon"
+	"github.com/leaf-id/leaf/resp"
 )
 
 // handler runs one command. It is a plain function, not a closure, called
 // with everything it needs: nothing is allocated to call it.
-type handler func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+type handler func(s *Server, c *client, conn *resp.Conn, args [][]byte)
 
 // tryHandler runs a command if it can without blocking and reports
-// whether it did; when it reports false it has written nothing.
-type tryHandler func(s *Server, c *client, conn redcon.Conn, args [][]byte) bool
+// whether it did; when it reports false it has written nothing and
+// changed nothing.
+type tryHandler func(s *Server, c *client, conn *resp.Conn, args [][]byte) bool
 
 // command is one entry of the command table, with what COMMAND INFO and
 // COMMAND DOCS report about it.
@@ -25,12 +26,12 @@ type command struct {
 	subs   map[string]*command // subcommands (CLIENT, COMMAND, CONFIG)
 	stat   int                 // index of its counters (stats.go), set by New
 
-	// How an event loop runs it (see inline.go; set by buildCommands):
-	// inline commands never block and run in the loop; try, when set, is
-	// tried in the loop first; any other command, or one whose try fails,
-	// runs on a goroutine of its own.
-	inline bool
-	try    tryHandler
+	// Whether it runs where it must not block (see nonblocking.go; set by
+	// buildCommands): a neverBlocks command always does; try, when set,
+	// runs it when it can without blocking; any other command waits for
+	// its connection to call it again where it may block.
+	neverBlocks bool
+	try         tryHandler
 
 	// For COMMAND INFO and DOCS.
 	flags    []string // "write", "fast", ...
@@ -83,7 +84,7 @@ func buildCommands() (table, []*command) {
 	registerServer(t)
 	registerAdmin(t)
 	registerTags(t)
-	markInline(t)
+	markNonBlocking(t)
 	sorted := make([]*command, 0, len(t))
 	for _, c := range t {
 		sorted = append(sorted, c)
@@ -111,18 +112,16 @@ func (c *command) arityOK(argc int) bool {
 }
 
 // dispatch runs one command in Redis's order of checks: the command exists,
-// then its arity, then authentication, then the handler. On the INCR path
-// it does not allocate.
-//
-// On a connection of an event loop (c.inLoop), a command that might block
-// is not run: dispatch sets c.handoff, counts nothing and writes nothing,
-// and the loop hands the connection to a goroutine, which dispatches the
-// command again.
-func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
+// then its arity, then authentication, then the handler. It is the
+// connection's resp.Session.Command: with mayBlock false it runs only what
+// cannot block (errors, a neverBlocks command, a try that succeeds) and
+// otherwise returns false having counted and written nothing, and the
+// connection calls it again with mayBlock true. On the INCR path it does
+// not allocate.
+func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bool) bool {
 	if len(args) == 0 {
-		return
+		return true
 	}
-	c.commands.Add(1)
 	var cmd *command
 	if n := c.lowerName(args[0]); n >= 0 {
 		// Connections mostly repeat one command (INCR): comparing with the
@@ -134,9 +133,9 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
 		}
 	}
 	if cmd == nil {
-		c.stats.begin(nil)
+		c.count(nil)
 		s.writeError(c, conn, unknownCommandText(args))
-		return
+		return true
 	}
 	if cmd.subs != nil && len(args) >= 2 {
 		var sub *command
@@ -144,40 +143,45 @@ func (s *Server) dispatch(c *client, conn redcon.Conn, args [][]byte) {
 			sub = cmd.subs[string(c.name[:n])]
 		}
 		if sub == nil {
-			c.stats.begin(cmd)
+			c.count(cmd)
 			s.writeError(c, conn, unknownSubText(args))
-			return
+			return true
 		}
 		cmd = sub
 	}
-	c.stats.begin(cmd)
-	if !cmd.arityOK(len(args)) {
+	switch {
+	case !cmd.arityOK(len(args)):
+		c.count(cmd)
 		s.writeError(c, conn, fmt.Sprintf(errWrongArgs, cmd.name))
-		return
-	}
-	if !c.authed && !cmd.noAuth {
+		return true
+	case !c.authed && !cmd.noAuth:
+		c.count(cmd)
 		s.writeError(c, conn, errNoAuth)
-		return
-	}
-	if c.inLoop {
-		switch {
-		case cmd.try != nil && cmd.try(s, c, conn, args):
-			c.stats.end()
-			return
-		case !cmd.inline:
-			c.commands.Add(-1) // counted when it runs
-			c.handoff = true
-			return
+		return true
+	case !mayBlock && !cmd.neverBlocks:
+		if cmd.try == nil || !cmd.try(s, c, conn, args) {
+			return false
 		}
+		c.count(cmd)
+		c.stats.end()
+		return true
 	}
+	c.count(cmd)
 	cmd.fn(s, c, conn, args)
 	c.stats.end()
+	return true
 }
 
-// writeError writes an error reply, never with a CR or LF inside, and
-// counts it.
-func (s *Server) writeError(c *client, conn redcon.Conn, msg string) {
+// count counts a command (nil: an unknown one) as it runs.
+func (c *client) count(cmd *command) {
+	c.commands.Add(1)
+	c.stats.begin(cmd)
+}
+
+// writeError writes an error reply (resp.Writer makes any CR or LF in it
+// a space) and counts it.
+func (s *Server) writeError(c *client, conn *resp.Conn, msg string) {
 	c.errors.Add(1)
 	c.stats.fail()
-	conn.WriteError(sanitize(msg))
+	conn.WriteError(msg)
 }

@@ -6,8 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/redcon"
-
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -39,28 +38,6 @@ const (
 	errNoProto     = "NOPROTO unsupported protocol version"
 	errProtoNotInt = "ERR Protocol version is not an integer or out of range"
 	errHelloOption = "ERR Syntax error in HELLO option '%s'"
-
-	// Redis: connections (networking.c). A new connection beyond
-	// server.max_clients gets errMaxClients and is closed, as in
-	// acceptCommonHandler. A malformed request gets "-ERR " and one of the
-	// protocol texts, then the connection closes (setProtocolError); the
-	// texts are processInlineBuffer's and processMultibulkBuffer's. Where
-	// Redis compares with its own fixed bounds (64 KiB lines,
-	// proto-max-bulk-len), leaf compares the whole request with
-	// server.max_request_bytes, so one that cannot fit is refused as soon
-	// as a count or a length says so, before its body is read. The two
-	// "unauthenticated" texts are Redis 7's caps before AUTH when a
-	// password is set: at most 10 arguments of at most 16384 bytes.
-	errMaxClients            = "ERR max number of clients reached"
-	errProtoUnbalancedQuotes = "Protocol error: unbalanced quotes in request"
-	errProtoTooBigInline     = "Protocol error: too big inline request"
-	errProtoTooBigMultiBulk  = "Protocol error: too big mbulk count string"
-	errProtoMultiBulkLength  = "Protocol error: invalid multibulk length"
-	errProtoUnauthMultiBulk  = "Protocol error: unauthenticated multibulk length"
-	errProtoExpectedDollar   = "Protocol error: expected '$', got '%c'"
-	errProtoTooBigBulkCount  = "Protocol error: too big bulk count string"
-	errProtoBulkLength       = "Protocol error: invalid bulk length"
-	errProtoUnauthBulkLength = "Protocol error: unauthenticated bulk length"
 
 	// leaf: INCRBY counts. Redis accepts 0 and negatives (INCRBY is also
 	// its decrement), but IDs never go back and 0 IDs reserve nothing, so
@@ -133,7 +110,7 @@ func allocErrorText(tag []byte, err error) string {
 // allocError writes the reply for an error of the allocator on tag. Once
 // Shutdown has cancelled the allocator calls, whatever they returned, the
 // client is told the server is going away.
-func (s *Server) allocError(c *client, conn redcon.Conn, tag []byte, err error) {
+func (s *Server) allocError(c *client, conn *resp.Conn, tag []byte, err error) {
 	if s.ctx.Err() != nil {
 		s.writeError(c, conn, errShuttingDown)
 		return

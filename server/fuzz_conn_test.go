@@ -25,7 +25,7 @@ import (
 // testdata/fuzz/FuzzConnection (protocol edge cases) and those below.
 func FuzzConnection(f *testing.F) {
 	for _, s := range []string{
-		resp("INCR", "a") + resp("INCRBY", "a", "5") + resp("PING"),
+		req("INCR", "a") + req("INCRBY", "a", "5") + req("PING"),
 		"PING\r\nINCR a\r\nECHO \"x y\"\r\n",
 		"*1\r\n$4\r\nPING", // incomplete at EOF
 	} {

@@ -131,7 +131,7 @@ func TestIdleConnections(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			s, addr := startServer(t, Options{EventLoops: tr.loops})
 			busy := dialLines(t, addr)
-			busy.send(resp("INCR", "busy"))
+			busy.send(req("INCR", "busy"))
 			busy.expect(":1\r\n")
 
 			var m0, m1 runtime.MemStats
@@ -153,18 +153,18 @@ func TestIdleConnections(t *testing.T) {
 			// The busy client: one INCR per round trip, then pipelines.
 			next := 2
 			for range 2000 {
-				busy.send(resp("INCR", "busy"))
+				busy.send(req("INCR", "busy"))
 				busy.expect(":" + strconv.Itoa(next) + "\r\n")
 				next++
 			}
-			var req, want strings.Builder
+			var pipeline, want strings.Builder
 			for range 100 {
-				req.WriteString(resp("INCR", "busy"))
+				pipeline.WriteString(req("INCR", "busy"))
 				want.WriteString(":" + strconv.Itoa(next) + "\r\n")
 				next++
 			}
 			for range 20 {
-				busy.send(req.String())
+				busy.send(pipeline.String())
 				busy.expect(want.String())
 				want.Reset()
 				for range 100 {
@@ -199,7 +199,7 @@ func BenchmarkIncrWith1500IdleConns(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer nc.Close()
-			req := []byte(resp("INCR", "bench"))
+			req := []byte(req("INCR", "bench"))
 			buf := make([]byte, 64)
 			trip := func() {
 				if _, err := nc.Write(req); err != nil {

@@ -57,7 +57,7 @@ func TestNoStoreWaitsAfterWarmup(t *testing.T) {
 		return &slowStore{Store: s, delay: latency}
 	})
 	s := New(a, Options{})
-	conn := &fakeConn{}
+	conn := newConn()
 	c := newClient(s, conn)
 	incr := args("INCR", "steady")
 
@@ -67,7 +67,7 @@ func TestNoStoreWaitsAfterWarmup(t *testing.T) {
 		for i := 0; i < n; {
 			due := min(n, int(time.Since(begin).Seconds()*rate)+1)
 			for ; i < due; i++ {
-				s.dispatch(c, conn, incr)
+				do(s, c, conn, incr)
 			}
 			time.Sleep(200 * time.Microsecond)
 		}
@@ -95,13 +95,13 @@ func TestNoStoreWaitsAfterWarmup(t *testing.T) {
 		t.Errorf("%d requests waited on the store after the warm-up, want 0", after-before)
 	}
 	if n := c.errors.Load(); n != 0 {
-		t.Fatalf("%d error replies: %q", n, conn.buf)
+		t.Fatalf("%d error replies: %q", n, conn.Bytes())
 	}
 	// The count is exposed: INFO leaf shows it.
-	conn.buf = conn.buf[:0]
-	s.dispatch(c, conn, args("INFO", "leaf"))
-	if want := []byte("\r\nwaits:" + strconv.FormatInt(after, 10) + "\r\n"); !bytes.Contains(conn.buf, want) {
-		t.Errorf("INFO leaf lacks %q:\n%s", want, conn.buf)
+	conn.Reset()
+	do(s, c, conn, args("INFO", "leaf"))
+	if want := []byte("\r\nwaits:" + strconv.FormatInt(after, 10) + "\r\n"); !bytes.Contains(conn.Bytes(), want) {
+		t.Errorf("INFO leaf lacks %q:\n%s", want, conn.Bytes())
 	}
 }
 

@@ -1,29 +1,32 @@
 package server
 
 import (
-	"github.com/tidwall/redcon"
-
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
-// Which commands an event loop runs itself. A loop serves many connections
-// on one goroutine, so a command that blocks there (on the database, on a
-// segment load) stalls them all: only the commands below run in the loop,
-// and every other command, including any added later, runs on a goroutine
-// of its own (see loop_linux.go). INCR and INCRBY run in the loop when the
-// allocator knows the tag and the IDs are in its current segment, the
-// steady state; otherwise they too go to a goroutine, which may look the
-// tag up, switch segments or wait for a load.
+// Which commands run where they must not block. An event loop serves many
+// connections on one goroutine, so a command that blocks there (on the
+// database, on a segment load) stalls them all; the connection layer
+// therefore first calls a command with mayBlock false (resp.Session), and
+// only the commands below run then. Any other command, including any
+// added later, waits for the connection to call it again where it may
+// block. INCR and INCRBY run at once when the allocator knows the tag and
+// the IDs are in its current segment, the steady state
+// (segment.Allocator.Known, segment.Tag.TryNextN); otherwise they wait
+// too, and may then look the tag up, switch segments or wait for a load.
 
-// inlineCommands never block: no database, no wait, no lock held for long.
-var inlineCommands = []string{
+// neverBlock are the commands that never block: no database, no wait, no
+// lock held for long.
+var neverBlock = []string{
 	"ping", "echo", "select", "quit", "auth", "hello",
 	"client|id", "client|getname", "client|setname", "client|setinfo", "client|info", "client|help",
 	"config|get", "config|help", "command|count", "command|help",
 }
 
-// markInline sets the loop's way of running each command of t.
-func markInline(t table) {
+// markNonBlocking marks the commands of t that run where they must not
+// block.
+func markNonBlocking(t table) {
 	find := func(name string) *command {
 		top, sub, ok := cutPipe(name)
 		c := t[top]
@@ -32,9 +35,9 @@ func markInline(t table) {
 		}
 		return c
 	}
-	for _, name := range inlineCommands {
+	for _, name := range neverBlock {
 		if c := find(name); c != nil {
-			c.inline = true
+			c.neverBlocks = true
 		}
 	}
 	if c := t["incr"]; c != nil {
@@ -57,7 +60,7 @@ func cutPipe(name string) (top, sub string, ok bool) {
 
 // tryIncr is INCR when the tag is known and the ID is in its current
 // segment.
-func tryIncr(s *Server, c *client, conn redcon.Conn, args [][]byte) bool {
+func tryIncr(s *Server, c *client, conn *resp.Conn, args [][]byte) bool {
 	t := s.knownTag(c, args[1])
 	if t == nil {
 		return false
@@ -72,7 +75,7 @@ func tryIncr(s *Server, c *client, conn redcon.Conn, args [][]byte) bool {
 
 // tryIncrBy is INCRBY on the same condition, for a valid n (errors are
 // cmdIncrBy's to answer).
-func tryIncrBy(s *Server, c *client, conn redcon.Conn, args [][]byte) bool {
+func tryIncrBy(s *Server, c *client, conn *resp.Conn, args [][]byte) bool {
 	n, ok := parseInt(args[2])
 	if !ok || n <= 0 || n > s.alloc.MaxBatch() {
 		return false

@@ -1,10 +1,11 @@
 //go:build !linux
 
-package server
+package resp
 
 import (
 	"errors"
 	"net"
+	"time"
 )
 
 // Event loops are Linux's (loop_linux.go); elsewhere every connection has
@@ -15,8 +16,9 @@ const haveLoops = false
 type loop struct{}
 
 func newLoop(*Server) (*loop, error)              { return nil, errors.ErrUnsupported }
-func (l *loop) adopt(*net.TCPConn) (*conn, error) { return nil, errors.ErrUnsupported }
-func (l *loop) add(*conn)                         {}
-func (l *loop) shut()                             {}
+func (l *loop) adopt(*net.TCPConn) (*Conn, error) { return nil, errors.ErrUnsupported }
+func (l *loop) give(*Conn)                        {}
+func (l *loop) shut(time.Time)                    {}
+func (l *loop) cut()                              {}
 func (l *loop) stop()                             {}
 func closeFD(int)                                 {}

@@ -1,0 +1,289 @@
+package resp
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Conn is one client connection. Its Session writes replies with the
+// embedded Writer and asks the rest of the connection through the methods
+// below. Whatever the client sent is read, every complete command in it
+// runs, and the replies go out together, so a pipeline of n commands
+// costs one read and one write; a command whose Session says it might
+// block first has the replies before it written.
+//
+// A connection is served by an event loop (loop_linux.go) or by a
+// goroutine of its own (serveConn); both run commands with run. One
+// goroutine at a time uses a Conn: its loop's, the goroutine its loop
+// hands it to for a command that might block, or its own.
+type Conn struct {
+	Writer
+
+	srv   *Server
+	sess  Session
+	rd    reader
+	addr  string // the client's address
+	laddr string // the local address
+
+	// mu is held while commands run. Shutdown takes it to wait for the
+	// commands in flight and sets fenced, after which none runs.
+	mu     sync.Mutex
+	fenced bool
+
+	// The state of the last turn (run, runHeld), for the connection's
+	// server to act on once the replies are written. hangup: close (QUIT,
+	// a protocol error, Shutdown). held: a command that might block, to
+	// run with mayBlock (its arguments point into rd's buffer, untouched
+	// until it has run). more: commands are left in the buffer.
+	hangup bool
+	held   [][]byte
+	more   bool
+
+	// Goroutine mode: the socket, and stopping, set by wake (Shutdown)
+	// before its deadlines.
+	nc       net.Conn
+	stopping atomic.Bool
+
+	// Loop mode (the loop's fields): the socket, owned by the Conn; woff,
+	// bytes of out already written; away, handed to a goroutine; queued,
+	// in the loop's run queue; blocked, waiting to write (the socket is
+	// full); gone, closed; seen, the loop's tick when the connection last
+	// read a request or took a reply (the idle timeout).
+	lp                          *loop
+	fd                          int
+	woff                        int
+	away, queued, blocked, gone bool
+	seen                        int64
+}
+
+// NewConn returns a Conn on no socket, for running a Session's commands
+// directly (tests and benchmarks of a Handler): replies stay in its
+// Writer, see Bytes and Reset.
+func NewConn(remoteAddr, localAddr string) *Conn {
+	return &Conn{addr: remoteAddr, laddr: localAddr, fd: -1}
+}
+
+// RemoteAddr is the client's address.
+func (c *Conn) RemoteAddr() string { return c.addr }
+
+// LocalAddr is the address the client connected to.
+func (c *Conn) LocalAddr() string { return c.laddr }
+
+// Quit drops the commands the client sent after the current one and
+// closes the connection once the replies so far are written (QUIT).
+func (c *Conn) Quit() {
+	c.rd.discard()
+	c.hangup = true
+}
+
+// SetUnauthenticated applies, while on, Redis's caps on a client that has
+// not authenticated while a password is set: a request of at most 10
+// arguments of at most 16384 bytes each, so a stranger cannot make the
+// server hold a large one.
+func (c *Conn) SetUnauthenticated(on bool) {
+	max := DefaultMaxRequestBytes
+	if c.srv != nil {
+		max = c.srv.maxRequest
+	}
+	c.rd.setLimits(max, on)
+}
+
+// run runs the complete commands in the read buffer, holding the fence
+// (mu), and records what the connection does next: after MaxPipeline
+// commands or once flushAt bytes of replies wait it stops with more set,
+// so the replies are written and (on a loop) the other connections served
+// before the rest; at a command that might block (mayBlock false) it
+// stops with the command in held; QUIT, a protocol error or the fence
+// set hangup.
+func (c *Conn) run(mayBlock bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.more = false
+	if c.fenced {
+		c.hangup = true
+		return
+	}
+	batch := c.srv.maxPipeline
+	for n := 1; ; n++ {
+		args, err := c.rd.next()
+		if err != nil {
+			var pe *protoError
+			if errors.As(err, &pe) {
+				c.WriteError("ERR " + pe.Error())
+				c.srv.log.Debug("protocol error: closing the connection", "addr", c.addr, "err", pe.Error())
+			}
+			c.hangup = true
+			return
+		}
+		if args == nil {
+			return
+		}
+		if !c.sess.Command(c, args, mayBlock) {
+			c.held = args
+			return
+		}
+		if c.hangup {
+			return
+		}
+		if n >= batch || len(c.out) >= flushAt {
+			c.more = c.rd.buffered()
+			return
+		}
+	}
+}
+
+// runHeld runs the held command where it may block, holding the fence.
+func (c *Conn) runHeld() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	args := c.held
+	c.held = nil
+	if c.fenced {
+		c.hangup = true
+		return
+	}
+	c.sess.Command(c, args, true)
+	c.more = !c.hangup && c.rd.buffered()
+}
+
+// fence waits for the commands in flight and stops every later one.
+func (c *Conn) fence() {
+	c.mu.Lock()
+	c.fenced = true
+	c.mu.Unlock()
+}
+
+// newGoConn is a connection served by a goroutine.
+func newGoConn(nc net.Conn) *Conn {
+	c := &Conn{nc: nc, fd: -1, addr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String()}
+	c.rd.rd = nc
+	return c
+}
+
+// serveConn runs a goroutine's connection until the client leaves, a
+// protocol error, QUIT, the idle timeout, or Shutdown.
+func (s *Server) serveConn(c *Conn) {
+	var err error
+	defer func() { s.closeGoConn(c, err) }()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if err = handshake(tc); err != nil {
+			return
+		}
+	}
+	idle := s.opts.IdleTimeout
+	for {
+		c.run(false)
+		if c.held != nil {
+			// Write the replies before a command that might block, then
+			// run it: they go out as they are ready.
+			if err = c.flush(idle); err != nil {
+				return
+			}
+			c.runHeld()
+		}
+		if err = c.flush(idle); err != nil || c.hangup {
+			return
+		}
+		if c.more {
+			continue
+		}
+		// The idle timeout's read deadline is set before this check: wake
+		// sets stopping before its own deadline, so whichever comes last,
+		// the read ends.
+		if idle > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
+		if c.stopping.Load() {
+			return
+		}
+		if err = c.rd.fill(); err != nil {
+			return
+		}
+	}
+}
+
+// handshake runs a TLS handshake within tlsHandshakeTimeout.
+func handshake(tc *tls.Conn) error {
+	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		return fmt.Errorf("tls handshake: %v", err) // %v: not the idle timeout's deadline
+	}
+	return tc.SetDeadline(time.Time{})
+}
+
+// flush writes a goroutine's pending replies; with an idle timeout, a
+// client that takes none of them for that long is cut off. Once Shutdown
+// has woken the connection, its flush window bounds the write instead.
+func (c *Conn) flush(idle time.Duration) error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	if idle > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(idle))
+	}
+	if c.stopping.Load() { // after the deadline above: wake's wins
+		c.nc.SetWriteDeadline(c.srv.shutdownDeadline())
+	}
+	_, err := c.nc.Write(c.out)
+	c.sent()
+	return err
+}
+
+// sent empties the reply buffer once written.
+func (c *Conn) sent() {
+	c.woff = 0
+	if cap(c.out) > maxKeptOut {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+}
+
+// closeSocket closes a connection that was never served.
+func (c *Conn) closeSocket() {
+	if c.nc != nil {
+		c.nc.Close()
+	} else {
+		closeFD(c.fd)
+	}
+}
+
+// closeGoConn closes a goroutine's connection.
+func (s *Server) closeGoConn(c *Conn, err error) {
+	c.nc.Close()
+	s.closed(c)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if !c.stopping.Load() {
+			s.log.Debug("closing idle client", "addr", c.addr)
+		}
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
+		s.log.Debug("client connection ended", "addr", c.addr, "err", err)
+	}
+}
+
+// wake makes a goroutine's connection leave a blocking read, and bounds
+// the write of its last replies by Shutdown's flush window. (Loops close
+// their connections themselves: see loop.shut.)
+func (c *Conn) wake(flushBy time.Time) {
+	c.stopping.Store(true)
+	if c.nc == nil {
+		return
+	}
+	c.nc.SetReadDeadline(time.Now())
+	c.nc.SetWriteDeadline(flushBy)
+}
+
+// cut ends a goroutine's connection at once (Shutdown's context ended).
+func (c *Conn) cut() {
+	if c.nc != nil {
+		c.nc.Close()
+	}
+}
