@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -123,5 +124,32 @@ func TestTransportPipelines(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRepliesBeforeLoad: the replies of the INCRs before one that waits
+// on the database reach the client while it waits (its load is held until
+// they are read), and its reply and the rest follow in order.
+func TestRepliesBeforeLoad(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			bs := &blockingStore{only: "slow", entered: make(chan struct{}), release: make(chan struct{})}
+			a, _ := newAlloc(t, "", segment.DefaultOptions(), func(s persist.Store) persist.Store {
+				bs.Store = s
+				return bs
+			})
+			lc := dialLines(t, serve(t, New(a, Options{EventLoops: tr.loops})))
+			lc.send(req("INCR", "k"))
+			lc.expect(":1\r\n")
+			lc.send(req("INCR", "k") + req("INCR", "k") + req("INCR", "slow") + req("INCR", "k"))
+			lc.expect(":2\r\n:3\r\n")
+			select {
+			case <-bs.entered: // the load is held: INCR slow waits
+			case <-time.After(time.Minute): // a safety net
+				t.Fatal("INCR slow never reached the database")
+			}
+			close(bs.release)
+			lc.expect(":1\r\n:4\r\n")
+		})
 	}
 }

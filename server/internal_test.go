@@ -423,16 +423,20 @@ func rawIncrLoopOnce(addr, tag string, n int) ([]int64, error) {
 	return ids, nil
 }
 
-// blockingStore holds Take until release is closed, and says when one is
-// held.
+// blockingStore holds Take (of tag only, when set) until release is
+// closed, and says when one is held.
 type blockingStore struct {
 	persist.Store
+	only    string
 	entered chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
 func (b *blockingStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	if b.only != "" && tag != b.only {
+		return b.Store.Take(ctx, tag, size)
+	}
 	b.once.Do(func() { close(b.entered) })
 	select {
 	case <-b.release:
