@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
@@ -28,14 +29,14 @@ func smallSegments() *segment.Options {
 // userClient is a one-connection client authenticated as user.
 func userClient(t *testing.T, addr string, proto int, user, password string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{
+	c := redis.NewClient(redistest.Options(&redis.Options{
 		Addr:       addr,
 		Protocol:   proto,
 		Username:   user,
 		Password:   password,
 		PoolSize:   1,
 		MaxRetries: -1,
-	})
+	}))
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/server/servertest"
 )
 
@@ -36,13 +37,13 @@ func start(t testing.TB) *servertest.Instance {
 // they come.
 func newClient(t testing.TB, addr string, proto int, password string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{
+	c := redis.NewClient(redistest.Options(&redis.Options{
 		Addr:       addr,
 		Protocol:   proto,
 		Password:   password,
 		PoolSize:   1,
 		MaxRetries: -1,
-	})
+	}))
 	t.Cleanup(func() { c.Close() })
 	return c
 }

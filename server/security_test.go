@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/internal/logbuf"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/mysql"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
@@ -45,10 +46,10 @@ func startTLS(t *testing.T, opts server.Options) *servertest.Instance {
 // tlsClient is a go-redis client over TLS that trusts any certificate.
 func tlsClient(t *testing.T, addr string, proto int) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{
+	c := redis.NewClient(redistest.Options(&redis.Options{
 		Addr: addr, Protocol: proto, PoolSize: 1, MaxRetries: -1,
 		TLSConfig: &tls.Config{InsecureSkipVerify: true},
-	})
+	}))
 	t.Cleanup(func() { c.Close() })
 	return c
 }

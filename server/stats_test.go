@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
 )
@@ -40,7 +41,7 @@ func TestCommandStats(t *testing.T) {
 		_ = c.Do(ctx, args...).Err()
 	}
 	// A connection that never authenticates, then closes.
-	noauth := redis.NewClient(&redis.Options{Addr: in.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1, DisableIdentity: true})
+	noauth := redis.NewClient(redistest.Options(&redis.Options{Addr: in.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1, DisableIdentity: true}))
 	if err := noauth.Incr(ctx, "a").Err(); err == nil {
 		t.Fatal("INCR without AUTH: no error")
 	}
@@ -85,7 +86,7 @@ func TestCommandStatsMonotonic(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range conns {
-				c := redis.NewClient(&redis.Options{Addr: in.Addr, PoolSize: 1, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+				c := redis.NewClient(redistest.Options(&redis.Options{Addr: in.Addr, PoolSize: 1, MaxRetries: -1, Protocol: 2, DisableIdentity: true}))
 				for i := range each {
 					var err error
 					if i%4 == 0 {

@@ -1,5 +1,7 @@
-// Package redistest starts a throwaway redis-server for tests: tests that
-// compare leaf with Redis, or read from it, run against the real thing.
+// Package redistest is Redis test support: it starts a throwaway
+// redis-server for tests (tests that compare leaf with Redis, or read from
+// it, run against the real thing), and gives tests' go-redis clients
+// timeouts a busy machine cannot run out (Options).
 package redistest
 
 import (
