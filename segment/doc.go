@@ -25,6 +25,14 @@
 // the database, after which both cached segments are retired so later IDs
 // stay higher.
 //
+// # Callers that must not wait
+//
+// Known and TryNextN (try.go) answer from memory or not at all: the tag
+// if this allocator holds it, n IDs if they fit in the current segment.
+// They never call the database nor wait, so a caller that serves many
+// clients on one goroutine (leaf's event loops) uses them first and calls
+// Lookup and NextN elsewhere only when they say no.
+//
 // # Guards
 //
 // Each tag remembers the highest range end it accepted. A database answer

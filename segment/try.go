@@ -1,9 +1,10 @@
 package segment
 
-// Non-blocking variants for an event loop, which serves many clients on one
-// goroutine and must never wait: each does what its blocking counterpart
-// does first, and reports false where that one would go on to the database
-// or wait. The caller then calls the blocking one on another goroutine.
+// Non-blocking variants, for a caller that must never wait (a server's
+// event loop serves many clients on one goroutine): each does what its
+// blocking counterpart does first, and reports false where that one would
+// go on to the database or wait. The caller then calls the blocking one
+// where waiting is fine. See "Callers that must not wait" in doc.go.
 
 // Known returns the tag named name if this allocator knows it already, nil
 // otherwise (Lookup would then ask the database). It never blocks.
