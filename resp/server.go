@@ -50,9 +50,9 @@ type Options struct {
 	Logger *slog.Logger
 	// EventLoops is the number of event loops serving plain TCP
 	// connections where the system has them (Linux, see loop_linux.go):
-	// 0 is one per core (GOMAXPROCS). A negative number turns them off:
-	// every connection then has a goroutine of its own, as TLS
-	// connections, wrapped listeners and other systems always do.
+	// 0 is DefaultEventLoops. A negative number turns them off: every
+	// connection then has a goroutine of its own, as TLS connections,
+	// wrapped listeners and other systems always do.
 	EventLoops int
 	// MaxClients is the most connections open at once; a new connection
 	// beyond it is answered "-ERR max number of clients reached" and
@@ -85,6 +85,15 @@ const (
 	DefaultMaxRequestBytes = 64 << 10
 	DefaultMaxPipeline     = 1024
 )
+
+// DefaultEventLoops is the number of event loops when Options.EventLoops
+// is 0: one per core (GOMAXPROCS) but one, at least one. The core left
+// runs what is not a loop: the goroutines of commands that block, the
+// allocator's loads, the garbage collector, the HTTP server. (Redis gives
+// the same advice for its I/O threads.) On 2 cores, where a client shares
+// the machine, a second loop cost 1.5x the CPU per request and served
+// fewer (README.md, Performance).
+func DefaultEventLoops() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // Replies are written when every command read so far has run, or earlier
 // once this many bytes are waiting or MaxPipeline commands have run: a
@@ -248,7 +257,7 @@ func (s *Server) startLoops() {
 		return
 	}
 	if n == 0 {
-		n = runtime.GOMAXPROCS(0)
+		n = DefaultEventLoops()
 	}
 	for range n {
 		l, err := newLoop(s)
