@@ -14,8 +14,10 @@
 #     (--save '' --appendonly no), both on free loopback ports of this
 #     machine, with -c 50 at -P 1 and -P 16. Rounds rotate the order of the
 #     servers, so drift on a shared machine hits all of them; the table
-#     shows the medians of requests per second and of p99 latency, and the
-#     ratios leaf/redis.
+#     shows the medians of requests per second, of p99 latency and of the
+#     CPU time each server spent per million INCRs (user and system, read
+#     from /proc/PID/stat before and after each run), and the ratios
+#     leaf/redis.
 #
 # Everything it starts it stops by PID. Installs redis-server and
 # redis-tools from Debian's packages when missing (as root).
@@ -120,7 +122,7 @@ echo
 echo "== building leaf"
 CGO_ENABLED=0 go build -trimpath -o "$work/leaf" .
 
-declare -A port
+declare -A port spid
 servers=()
 for procs in ${LEAF_GOMAXPROCS:-default}; do
 	name=leaf-$procs
@@ -130,6 +132,7 @@ for procs in ${LEAF_GOMAXPROCS:-default}; do
 	(cd "$work/$name" && exec env "${env[@]}" ../leaf --server.addr=127.0.0.1:0 --store.dsn="$work/$name/leaf.db") \
 		>"$work/$name/log" 2>&1 &
 	pids+=("$!")
+	spid[$name]=$!
 	wait_log "$work/$name/log" 'msg=serving addr=' 30 || { cat "$work/$name/log" >&2; exit 1; }
 	port[$name]=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name/log" | head -1)
 	[ -n "${port[$name]}" ] || { cat "$work/$name/log" >&2; exit 1; }
@@ -153,6 +156,7 @@ for attempt in 1 2 3 4 5; do
 	done
 	if [ -n "${port[redis]:-}" ]; then
 		pids+=("$rpid")
+		spid[redis]=$rpid
 		break
 	fi
 	kill -TERM "$rpid" 2>/dev/null || true
@@ -163,20 +167,30 @@ servers+=(redis)
 redis_version=$(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p')
 echo "redis-server $redis_version on 127.0.0.1:${port[redis]}"
 
+# cpu_ticks PID: the CPU time a process has used, user and system, in clock
+# ticks (the fields after the command name, which may hold spaces).
+cpu_ticks() {
+	sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+hz=$(getconf CLK_TCK)
+
 # bench NAME P N: one redis-benchmark run of N INCRs against server NAME;
-# appends "name p rps p99_ms" to $work/results.
+# appends "name p rps p99_ms cpu_s_per_million" to $work/results.
 bench() {
-	local name=$1 p=$2 n=$3 out
+	local name=$1 p=$2 n=$3 out before after
+	before=$(cpu_ticks "${spid[$name]}")
 	out=$(redis-benchmark -h 127.0.0.1 -p "${port[$name]}" -c "$CLIENTS" -n "$n" -P "$p" --csv INCR bench 2>&1) || {
 		echo "redis-benchmark against $name failed: $out" >&2
 		return 1
 	}
+	after=$(cpu_ticks "${spid[$name]}")
 	if grep -q 'Error from server' <<<"$out"; then
 		echo "error replies from $name: $out" >&2
 		return 1
 	fi
 	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-	awk -F'"' -v name="$name" -v p="$p" '$2 ~ /^INCR/ { printf "%s %s %s %s\n", name, p, $4, $14 }' <<<"$out" >>"$work/results"
+	awk -F'"' -v name="$name" -v p="$p" -v cpu="$(((after - before)))" -v hz="$hz" -v n="$n" \
+		'$2 ~ /^INCR/ { printf "%s %s %s %s %.3f\n", name, p, $4, $14, cpu / hz / n * 1e6 }' <<<"$out" >>"$work/results"
 	tail -1 "$work/results"
 }
 
@@ -198,7 +212,7 @@ done <"$work/results"
 : >"$work/results"
 
 echo
-echo "== $ROUNDS rounds, -c $CLIENTS, INCR on one key (server, -P, rps, p99 ms)"
+echo "== $ROUNDS rounds, -c $CLIENTS, INCR on one key (server, -P, rps, p99 ms, CPU s per million)"
 k=${#servers[@]}
 for ((r = 0; r < ROUNDS; r++)); do
 	for p in $PIPELINES; do
@@ -208,7 +222,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 	done
 done
 
-# median NAME P FIELD: the median of a column (3: rps, 4: p99).
+# median NAME P FIELD: the median of a column (3: rps, 4: p99, 5: CPU).
 median() {
 	awk -v name="$1" -v p="$2" -v f="$3" '$1 == name && $2 == p { print $f }' "$work/results" | sort -g |
 		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
@@ -218,17 +232,20 @@ echo
 echo "== redis-benchmark INCR on one key, -c $CLIENTS: medians of $ROUNDS rounds"
 echo "   $(nproc) cores (${cpu:-unknown CPU}), redis-benchmark on the same machine, redis-server $redis_version"
 echo
-echo "| -P | leaf GOMAXPROCS | leaf rps | redis rps | rps leaf/redis | leaf p99 ms | redis p99 ms | p99 leaf/redis |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| -P | leaf GOMAXPROCS | leaf rps | redis rps | rps leaf/redis | leaf p99 ms | redis p99 ms | p99 leaf/redis | leaf CPU s/M | redis CPU s/M | CPU leaf/redis |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for p in $PIPELINES; do
 	rr=$(median redis "$p" 3)
 	r99=$(median redis "$p" 4)
+	rc=$(median redis "$p" 5)
 	for s in "${servers[@]}"; do
 		[ "$s" = redis ] && continue
 		procs=${s#leaf-}
 		[ "$procs" = default ] && procs="$(nproc) (default)"
-		awk -v p="$p" -v procs="$procs" -v lr="$(median "$s" "$p" 3)" -v rr="$rr" -v l99="$(median "$s" "$p" 4)" -v r99="$r99" 'BEGIN {
-			printf "| %s | %s | %.0f | %.0f | %.2fx | %.3f | %.3f | %.2fx |\n", p, procs, lr, rr, lr / rr, l99, r99, (r99 > 0 ? l99 / r99 : 0)
+		awk -v p="$p" -v procs="$procs" -v lr="$(median "$s" "$p" 3)" -v rr="$rr" -v l99="$(median "$s" "$p" 4)" -v r99="$r99" \
+			-v lc="$(median "$s" "$p" 5)" -v rc="$rc" 'BEGIN {
+			printf "| %s | %s | %.0f | %.0f | %.2fx | %.3f | %.3f | %.2fx | %.2f | %.2f | %.2fx |\n", p, procs, lr, rr, lr / rr,
+				l99, r99, (r99 > 0 ? l99 / r99 : 0), lc, rc, (rc > 0 ? lc / rc : 0)
 		}'
 	done
 done
