@@ -86,7 +86,7 @@ func incrAll(t *testing.T, path string, f fixture, after map[string]int64) map[s
 	t.Helper()
 	ctx := context.Background()
 	in := servertest.Start(t, servertest.Options{Path: path})
-	c := redis.NewClient(&redis.Options{Addr: in.Addr, PoolSize: 1, MaxRetries: -1})
+	c := redis.NewClient(redistest.Options(&redis.Options{Addr: in.Addr, PoolSize: 1, MaxRetries: -1}))
 	defer c.Close()
 	keys := make([]string, 0, len(f.counters))
 	for k := range f.counters {
@@ -135,7 +135,7 @@ func countPrefix(s, prefix string) int {
 // changes nothing.
 func TestImportRedis(t *testing.T) {
 	addr := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(redistest.Options(&redis.Options{Addr: addr}))
 	t.Cleanup(func() { rdb.Close() })
 	f := fill(t, rdb)
 	path := filepath.Join(t.TempDir(), "data", "leaf.db")

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // leafCLI runs the binary with args in dir and returns stdout, stderr and
@@ -89,7 +91,7 @@ func TestAdminPasswordProcess(t *testing.T) {
 	if err := c.Do(ctx, "LEAF.FLOOR", "order", "100").Err(); err == nil || err.Error() != want {
 		t.Fatalf("LEAF.FLOOR as default: %v, want %q", err, want)
 	}
-	admin := redis.NewClient(&redis.Options{Addr: p.Addr, Username: "admin", Password: "adm1n", PoolSize: 1, MaxRetries: -1})
+	admin := redis.NewClient(redistest.Options(&redis.Options{Addr: p.Addr, Username: "admin", Password: "adm1n", PoolSize: 1, MaxRetries: -1}))
 	t.Cleanup(func() { admin.Close() })
 	if v, err := admin.Do(ctx, "LEAF.FLOOR", "order", "100").Int64(); err != nil || v != 100 {
 		t.Fatalf("LEAF.FLOOR as admin = %d, %v; want 100", v, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/server/servertest"
 )
 
@@ -62,7 +63,7 @@ func TestProtectedMode(t *testing.T) {
 	} {
 		t.Run("serves "+tc.name, func(t *testing.T) {
 			p := startLeaf(t, t.TempDir(), append([]string{"LEAF_SERVER_ADDR=0.0.0.0:0"}, tc.env...)...)
-			c := redis.NewClient(&redis.Options{Addr: loopbackAddr(t, p.Addr), Password: tc.password, PoolSize: 1, MaxRetries: -1})
+			c := redis.NewClient(redistest.Options(&redis.Options{Addr: loopbackAddr(t, p.Addr), Password: tc.password, PoolSize: 1, MaxRetries: -1}))
 			t.Cleanup(func() { c.Close() })
 			if got := incr(t, c, "open"); got != 1 {
 				t.Fatalf("INCR = %d, want 1", got)
@@ -82,7 +83,7 @@ func TestTLSProcess(t *testing.T) {
 	if !strings.Contains(p.Log(), "tls=true") {
 		t.Errorf("the serving line does not say TLS:\n%s", p.Log())
 	}
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1, TLSConfig: &tls.Config{InsecureSkipVerify: true}})
+	c := redis.NewClient(redistest.Options(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1, TLSConfig: &tls.Config{InsecureSkipVerify: true}}))
 	t.Cleanup(func() { c.Close() })
 	if got := incr(t, c, "tls"); got != 1 {
 		t.Fatalf("INCR over TLS = %d, want 1", got)

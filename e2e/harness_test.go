@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // leafBin is the binary built by TestMain; moduleRoot the directory of
@@ -195,7 +197,7 @@ func (p *proc) Stop(sig syscall.Signal) {
 // client is a single-connection go-redis client to p, closed at cleanup.
 func (p *proc) client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1})
+	c := redis.NewClient(redistest.Options(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1}))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

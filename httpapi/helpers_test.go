@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/httpapi"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server/servertest"
@@ -125,7 +126,7 @@ func start(t *testing.T, s setup) *env {
 // client is a single-connection go-redis client, closed at cleanup.
 func (e *env) client(t *testing.T) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: e.Addr, PoolSize: 1, MaxRetries: -1})
+	c := redis.NewClient(redistest.Options(&redis.Options{Addr: e.Addr, PoolSize: 1, MaxRetries: -1}))
 	t.Cleanup(func() { c.Close() })
 	return c
 }
