@@ -9,11 +9,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server/servertest"
 )
 
@@ -85,7 +87,12 @@ func snapshot(t *testing.T, path string) []persist.Tag {
 func incrAll(t *testing.T, path string, f fixture, after map[string]int64) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	in := servertest.Start(t, servertest.Options{Path: path})
+	// A thousand new tags, each created, loaded, and given back when the
+	// server stops: on a busy machine that queue of SQLite writes takes
+	// longer than the default load_timeout allows each of them.
+	so := segment.DefaultOptions()
+	so.LoadTimeout = time.Minute
+	in := servertest.Start(t, servertest.Options{Path: path, Segment: &so})
 	c := redis.NewClient(redistest.Options(&redis.Options{Addr: in.Addr, PoolSize: 1, MaxRetries: -1}))
 	defer c.Close()
 	keys := make([]string, 0, len(f.counters))
