@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // Tests of a connection's turns: protocol errors, the bounds of a turn,
@@ -26,8 +28,8 @@ func TestProtocolErrorClosesOnlyThatConnection(t *testing.T) {
 		{"unbalanced quotes", "ECHO \"a\r\n", pe(errProtoUnbalancedQuotes)},
 		{"quote inside an argument", "ECHO a'b\r\n", pe(errProtoUnbalancedQuotes)},
 		{"count not a number", "*x\r\n", pe(errProtoMultiBulkLength)},
-		{"count zero", cmd("INCR", "a") + "*0\r\n", ":1\r\n" + pe(errProtoMultiBulkLength)},
-		{"after a command that blocked", cmd("WAIT", "w") + "*x\r\n", "+w\r\n" + pe(errProtoMultiBulkLength)},
+		{"count zero", rawresp.Cmd("INCR", "a") + "*0\r\n", ":1\r\n" + pe(errProtoMultiBulkLength)},
+		{"after a command that blocked", rawresp.Cmd("WAIT", "w") + "*x\r\n", "+w\r\n" + pe(errProtoMultiBulkLength)},
 		{"bulk length", "*1\r\n$x\r\n", pe(errProtoBulkLength)},
 		{"no dollar but a newline", "*1\r\n\n", pe("Protocol error: expected '$', got ' '")},
 		{"count negative", "*-1\r\n", pe(errProtoMultiBulkLength)},
@@ -41,7 +43,7 @@ func TestProtocolErrorClosesOnlyThatConnection(t *testing.T) {
 		{"length not a number", "*1\r\n$four\r\n", pe(errProtoBulkLength)},
 		{"bulk without CRLF", "*1\r\n$4\r\nPINGPONG\r\n", pe(errProtoBulkLength)},
 		{"bulk of 1 GB announced", "*2\r\n$4\r\nINCR\r\n$1073741824\r\n", pe(errProtoBulkLength)},
-		{"request over the limit", cmd("ECHO", strings.Repeat("x", DefaultMaxRequestBytes)), pe(errProtoBulkLength)},
+		{"request over the limit", rawresp.Cmd("ECHO", strings.Repeat("x", DefaultMaxRequestBytes)), pe(errProtoBulkLength)},
 		{"length line without end", "*1\r\n$" + strings.Repeat("9", DefaultMaxRequestBytes), pe(errProtoTooBigBulkCount)},
 		{"inline line without end", strings.Repeat("PING ", DefaultMaxRequestBytes/5+1), pe(errProtoTooBigInline)},
 	} {
@@ -50,18 +52,18 @@ func TestProtocolErrorClosesOnlyThatConnection(t *testing.T) {
 				h := newTestHandler()
 				h.release("w")
 				_, addr := start(t, h, Options{EventLoops: tr.loops})
-				other := dialLines(t, addr)
-				other.send(cmd("INCR", "o"))
-				other.expect(":1\r\n")
-				lc := dialLines(t, addr)
-				go io.WriteString(lc.nc, tc.send) // the server may stop reading it
-				lc.expect(tc.want)
-				lc.expectClosed()
-				other.send(cmd("INCR", "o") + "PING\r\n")
-				other.expect(":2\r\n+PONG\r\n")
-				fresh := dialLines(t, addr)
-				fresh.send(cmd("PING"))
-				fresh.expect("+PONG\r\n")
+				other := rawresp.Dial(t, addr)
+				other.Send(rawresp.Cmd("INCR", "o"))
+				other.Expect(":1\r\n")
+				lc := rawresp.Dial(t, addr)
+				go io.WriteString(lc.NC, tc.send) // the server may stop reading it
+				lc.Expect(tc.want)
+				lc.ExpectClosed()
+				other.Send(rawresp.Cmd("INCR", "o") + "PING\r\n")
+				other.Expect(":2\r\n+PONG\r\n")
+				fresh := rawresp.Dial(t, addr)
+				fresh.Send(rawresp.Cmd("PING"))
+				fresh.Expect("+PONG\r\n")
 			})
 		}
 	}
@@ -89,8 +91,8 @@ func TestTurns(t *testing.T) {
 		total    int // commands
 		perTurn  int // commands in a full turn
 	}{
-		{"max_pipeline", 7, strings.Repeat(cmd("PING"), 50), 50, 7},
-		{"flushAt", 1 << 20, strings.Repeat(cmd("BIG", "1000"), 1000), 1000, (flushAt + bigReply - 1) / bigReply},
+		{"max_pipeline", 7, strings.Repeat(rawresp.Cmd("PING"), 50), 50, 7},
+		{"flushAt", 1 << 20, strings.Repeat(rawresp.Cmd("BIG", "1000"), 1000), 1000, (flushAt + bigReply - 1) / bigReply},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newTestHandler()
@@ -200,8 +202,8 @@ func TestTurnZeroAlloc(t *testing.T) {
 		req   string
 		depth int
 	}{
-		{"INCR", cmd("INCR", "a"), 1},
-		{"INCR pipeline", cmd("INCR", "a"), 16},
+		{"INCR", rawresp.Cmd("INCR", "a"), 1},
+		{"INCR pipeline", rawresp.Cmd("INCR", "a"), 16},
 		{"inline INCR pipeline", "INCR a\r\n", 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -227,7 +229,7 @@ func BenchmarkConnIncr(b *testing.B) {
 	s := NewServer(h, Options{})
 	for _, depth := range []int{1, 16, 100} {
 		b.Run("pipeline="+strconv.Itoa(depth), func(b *testing.B) {
-			c, _ := newLoopConn(s, h, cmd("INCR", "bench"), depth)
+			c, _ := newLoopConn(s, h, rawresp.Cmd("INCR", "bench"), depth)
 			roundTrip(b, c)
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // The connection layer's tests run a small Handler (testHandler) on real
@@ -25,16 +27,6 @@ var transports = []struct {
 	name  string
 	loops int // Options.EventLoops
 }{{"event loop", 0}, {"goroutine", -1}}
-
-// cmd encodes args as a RESP multibulk.
-func cmd(args ...string) string {
-	var b strings.Builder
-	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
-	for _, a := range args {
-		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
-	}
-	return b.String()
-}
 
 // testHandler runs the commands the tests need:
 //
@@ -215,9 +207,12 @@ func dial(t *testing.T, addr string) net.Conn {
 	return nc
 }
 
-// dialSmall is dial with the client's receive buffer at the kernel's
-// minimum, set before connecting so the window is small from the start.
-func dialSmall(t *testing.T, addr string) net.Conn {
+// dialTight connects to s, the only connection, with both buffers its
+// replies go through at the kernel's minimum: the client's receive buffer
+// (set before connecting, so the window is small from the start) and the
+// server's send buffer. Replies soon wait for room. It returns the
+// connection and a reader on it.
+func dialTight(t *testing.T, s *Server, addr string) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var err error
@@ -232,7 +227,13 @@ func dialSmall(t *testing.T, addr string) net.Conn {
 	}
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(time.Minute))
-	return nc
+	r := bufio.NewReader(nc)
+	io.WriteString(nc, rawresp.Cmd("PING")) // answered once the server holds the connection
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	setSendBuffers(t, s, 0)
+	return nc, r
 }
 
 // setSendBuffers sets the send buffer of every connection of s to n bytes
@@ -254,51 +255,6 @@ func setSendBuffers(t *testing.T, s *Server, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// lineConn is a raw connection for exact replies.
-type lineConn struct {
-	t  *testing.T
-	nc net.Conn
-	r  *bufio.Reader
-}
-
-func dialLines(t *testing.T, addr string) *lineConn {
-	t.Helper()
-	nc := dial(t, addr)
-	return &lineConn{t: t, nc: nc, r: bufio.NewReader(nc)}
-}
-
-func (lc *lineConn) send(s string) {
-	lc.t.Helper()
-	if _, err := io.WriteString(lc.nc, s); err != nil {
-		lc.t.Fatalf("write: %v", err)
-	}
-}
-
-// expect reads exactly len(want) bytes and compares them.
-func (lc *lineConn) expect(want string) {
-	lc.t.Helper()
-	got := make([]byte, len(want))
-	if n, err := io.ReadFull(lc.r, got); err != nil {
-		lc.t.Fatalf("read (want %q): %v (got %q)", want, err, got[:n])
-	}
-	if string(got) != want {
-		lc.t.Fatalf("reply:\n got %q\nwant %q", got, want)
-	}
-}
-
-// expectClosed reads until the server closes the connection and checks
-// nothing more came.
-func (lc *lineConn) expectClosed() {
-	lc.t.Helper()
-	rest, err := io.ReadAll(lc.r)
-	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		lc.t.Fatalf("want the connection closed, got %v", err)
-	}
-	if len(rest) > 0 {
-		lc.t.Fatalf("want the connection closed, got %q", rest)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // Tests of the limits on what one client can cost: the reader's bound on
@@ -60,7 +62,7 @@ func padTo(n int) string {
 	// The request is 19 bytes, the length's digits and the k bytes.
 	for digits := 1; digits < 20; digits++ {
 		if k := n - 19 - digits; k >= 0 && len(strconv.Itoa(k)) == digits {
-			return cmd("ECHO", strings.Repeat("x", k))
+			return rawresp.Cmd("ECHO", strings.Repeat("x", k))
 		}
 	}
 	panic("padTo: no size fits")
@@ -79,8 +81,8 @@ func TestReaderLimits(t *testing.T) {
 		cmds   int
 		err    string
 	}{
-		{"exactly the limit", exact + cmd("PING"), false, 2, ""},
-		{"one byte over", cmd("PING") + over, false, 1, errProtoBulkLength},
+		{"exactly the limit", exact + rawresp.Cmd("PING"), false, 2, ""},
+		{"one byte over", rawresp.Cmd("PING") + over, false, 1, errProtoBulkLength},
 		{"bulk length announcing 1 GB", "*2\r\n$4\r\nINCR\r\n$1073741824\r\n" + strings.Repeat("x", 500), false, 0, errProtoBulkLength},
 		{"bulk length beyond int64", "*1\r\n$99999999999999999999\r\n", false, 0, errProtoBulkLength},
 		{"later arguments cannot fit", "*14\r\n$70\r\n", false, 0, errProtoBulkLength},
@@ -94,7 +96,7 @@ func TestReaderLimits(t *testing.T) {
 		{"inline line over the limit", "PING " + strings.Repeat("a", limit) + "\r\n", false, 0, errProtoTooBigInline},
 		{"inline line of exactly the limit", "ECHO " + strings.Repeat("a", limit-7) + "\r\n", false, 1, ""},
 		{"blank line over the limit", strings.Repeat(" ", limit) + "\n", false, 0, errProtoTooBigInline},
-		{"unauthenticated: 10 arguments", cmd("A", "1", "2", "3", "4", "5", "6", "7", "8", "9"), true, 1, ""},
+		{"unauthenticated: 10 arguments", rawresp.Cmd("A", "1", "2", "3", "4", "5", "6", "7", "8", "9"), true, 1, ""},
 		{"unauthenticated: 11 arguments", "*11\r\n", true, 0, errProtoUnauthMultiBulk},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +133,7 @@ func TestReaderLimits(t *testing.T) {
 	}
 	// A stream of commands far larger than the limit, each within it, and
 	// a command larger than the buffer but within the limit.
-	big := strings.Repeat(cmd("INCR", "a"), 10_000)
+	big := strings.Repeat(rawresp.Cmd("INCR", "a"), 10_000)
 	if p := readLimited(big, 1<<20, limit, false); p.err != nil || len(p.cmds) != 10_000 {
 		t.Fatalf("pipeline: %d commands, %v", len(p.cmds), p.err)
 	}
@@ -149,7 +151,7 @@ func TestReaderLimits(t *testing.T) {
 // readBufMax).
 func FuzzReaderLimits(f *testing.F) {
 	for _, s := range []string{
-		cmd("INCR", "a") + cmd("PING"), "*2\r\n$4\r\nINCR\r\n$1073741824\r\n", "*99999\r\n", "PING\r\n" + strings.Repeat("x", 300),
+		rawresp.Cmd("INCR", "a") + rawresp.Cmd("PING"), "*2\r\n$4\r\nINCR\r\n$1073741824\r\n", "*99999\r\n", "PING\r\n" + strings.Repeat("x", 300),
 		"*1\r\n$" + strings.Repeat("9", 100), "ECHO \"a b\"\r\n", strings.Repeat(" ", 200) + "\n", padTo(64),
 	} {
 		f.Add([]byte(s), uint16(64), false)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // Tests of the reader: its commands and errors against redcon's reader,
@@ -63,21 +65,21 @@ func TestReader(t *testing.T) {
 		want [][]string
 		err  string
 	}{
-		{"one", cmd("INCR", "a"), [][]string{{"INCR", "a"}}, ""},
-		{"pipeline", cmd("INCR", "a") + cmd("INCRBY", "b", "5") + cmd("PING"),
+		{"one", rawresp.Cmd("INCR", "a"), [][]string{{"INCR", "a"}}, ""},
+		{"pipeline", rawresp.Cmd("INCR", "a") + rawresp.Cmd("INCRBY", "b", "5") + rawresp.Cmd("PING"),
 			[][]string{{"INCR", "a"}, {"INCRBY", "b", "5"}, {"PING"}}, ""},
-		{"empty and binary arguments", cmd("ECHO", "") + cmd("ECHO", "a\r\nb\x00"),
+		{"empty and binary arguments", rawresp.Cmd("ECHO", "") + rawresp.Cmd("ECHO", "a\r\nb\x00"),
 			[][]string{{"ECHO", ""}, {"ECHO", "a\r\nb\x00"}}, ""},
-		{"bigger than the buffer", cmd("ECHO", big), [][]string{{"ECHO", big}}, ""},
+		{"bigger than the buffer", rawresp.Cmd("ECHO", big), [][]string{{"ECHO", big}}, ""},
 		{"inline", "PING\r\nINCR  a\r\n\r\n   \r\nincrby a 10\n",
 			[][]string{{"PING"}, {"INCR", "a"}, {"incrby", "a", "10"}}, ""},
 		{"inline quotes", `ECHO "a b" 'c\'d' "x\ny\rz\tw\\q" ""` + "\r\n",
 			[][]string{{"ECHO", "a b", "c'd", "x\ny\rz\tw\\q", ""}}, ""},
-		{"inline then resp", "PING\r\n" + cmd("INCR", "a"), [][]string{{"PING"}, {"INCR", "a"}}, ""},
+		{"inline then resp", "PING\r\n" + rawresp.Cmd("INCR", "a"), [][]string{{"PING"}, {"INCR", "a"}}, ""},
 		{"count with plus and zeros", "*+02\r\n$04\r\nINCR\r\n$1\r\na\r\n", [][]string{{"INCR", "a"}}, ""},
-		{"incomplete at the end", cmd("PING") + "*2\r\n$4\r\nIN", [][]string{{"PING"}}, ""},
+		{"incomplete at the end", rawresp.Cmd("PING") + "*2\r\n$4\r\nIN", [][]string{{"PING"}}, ""},
 
-		{"count zero", cmd("PING") + "*0\r\n", [][]string{{"PING"}}, "Protocol error: invalid multibulk length"},
+		{"count zero", rawresp.Cmd("PING") + "*0\r\n", [][]string{{"PING"}}, "Protocol error: invalid multibulk length"},
 		{"count negative", "*-1\r\n", nil, "Protocol error: invalid multibulk length"},
 		{"count not a number", "*x\r\n", nil, "Protocol error: invalid multibulk length"},
 		{"count bare LF", "*1\n$4\r\nPING\r\n", nil, "Protocol error: invalid multibulk length"},
@@ -144,7 +146,7 @@ func redconReadAll(data []byte) ([][]string, error) {
 // a prefix of the reader's then.
 func FuzzReaderMatchesRedcon(f *testing.F) {
 	for _, s := range []string{
-		cmd("INCR", "a") + cmd("PING"), "PING\r\n", "ECHO \"a b\" 'c'\r\n", "*0\r\n", "*1\r\n$-1\r\n",
+		rawresp.Cmd("INCR", "a") + rawresp.Cmd("PING"), "PING\r\n", "ECHO \"a b\" 'c'\r\n", "*0\r\n", "*1\r\n$-1\r\n",
 		"*2\r\n$4\r\nINCR\r\n$1\r\na\r\n*1\r\n:x", "ECHO a\"b\r\n", "*+1\r\n$01\r\nx\r\n", "\r\n\r\nPING\n",
 	} {
 		f.Add([]byte(s))

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // TestShutdownFlush: Shutdown lets a connection take the replies of the
@@ -27,14 +29,8 @@ func TestShutdownFlush(t *testing.T) {
 			h := newTestHandler()
 			s, addr := start(t, h, Options{EventLoops: tr.loops})
 			s.flushWindow = time.Minute
-			nc := dialSmall(t, addr)
-			r := bufio.NewReader(nc)
-			io.WriteString(nc, cmd("PING"))
-			if _, err := r.ReadString('\n'); err != nil {
-				t.Fatal(err)
-			}
-			setSendBuffers(t, s, 0)
-			io.WriteString(nc, strings.Repeat(cmd("BIG", strconv.Itoa(size)), n))
+			nc, r := dialTight(t, s, addr)
+			io.WriteString(nc, strings.Repeat(rawresp.Cmd("BIG", strconv.Itoa(size)), n))
 			waitFor(t, "the commands to run", func() bool { return h.calls.Load() == n+1 })
 
 			stopped := make(chan error, 1)
@@ -62,13 +58,8 @@ func TestShutdownCut(t *testing.T) {
 			h := newTestHandler()
 			s, addr := start(t, h, Options{EventLoops: tr.loops})
 			s.flushWindow = time.Hour
-			nc := dialSmall(t, addr)
-			io.WriteString(nc, cmd("PING"))
-			if _, err := io.ReadFull(nc, make([]byte, 7)); err != nil {
-				t.Fatal(err)
-			}
-			setSendBuffers(t, s, 0)
-			io.WriteString(nc, strings.Repeat(cmd("BIG", "10000"), 6))
+			nc, _ := dialTight(t, s, addr)
+			io.WriteString(nc, strings.Repeat(rawresp.Cmd("BIG", "10000"), 6))
 			waitFor(t, "the commands to run", func() bool { return h.calls.Load() == 7 })
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -116,7 +107,7 @@ func TestShutdownFence(t *testing.T) {
 					}
 					defer nc.Close()
 					r := bufio.NewReader(nc)
-					req := strings.Repeat(cmd("INCR", "f"+strconv.Itoa(i)), 50) + cmd("WAIT", "w")
+					req := strings.Repeat(rawresp.Cmd("INCR", "f"+strconv.Itoa(i)), 50) + rawresp.Cmd("WAIT", "w")
 					for round := 0; ; round++ {
 						if _, err := io.WriteString(nc, req); err != nil {
 							return

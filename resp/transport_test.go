@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // Tests of the connection layer on real sockets, on both transports:
@@ -31,12 +32,12 @@ func TestPipelines(t *testing.T) {
 		key := "k"
 		if i%50 == 0 {
 			key = "new" + strconv.Itoa(i) // blocks: never seen
-			pipeline.WriteString(cmd("INCR", key) + cmd("WAIT", "w") + "PING\r\n")
+			pipeline.WriteString(rawresp.Cmd("INCR", key) + rawresp.Cmd("WAIT", "w") + "PING\r\n")
 			want.WriteString(":1\r\n+w\r\n+PONG\r\n")
 			continue
 		}
 		n++
-		pipeline.WriteString(cmd("INCR", key))
+		pipeline.WriteString(rawresp.Cmd("INCR", key))
 		want.WriteString(":" + strconv.Itoa(n) + "\r\n")
 	}
 	for _, tr := range transports {
@@ -64,10 +65,10 @@ func TestPipelines(t *testing.T) {
 						t.Fatalf("got  %q\nwant %q", got, want.String())
 					}
 
-					lc := dialLines(t, addr)
-					lc.send(cmd("INCR", "q"+strconv.Itoa(batch)+strconv.Itoa(chunk)) + cmd("QUIT") + cmd("INCR", "k"))
-					lc.expect(":1\r\n+OK\r\n")
-					lc.expectClosed()
+					lc := rawresp.Dial(t, addr)
+					lc.Send(rawresp.Cmd("INCR", "q"+strconv.Itoa(batch)+strconv.Itoa(chunk)) + rawresp.Cmd("QUIT") + rawresp.Cmd("INCR", "k"))
+					lc.Expect(":1\r\n+OK\r\n")
+					lc.ExpectClosed()
 				})
 			}
 		}
@@ -84,14 +85,14 @@ func TestBackpressure(t *testing.T) {
 	for id := int64(1); id <= n; id++ {
 		want = append(strconv.AppendInt(append(want, ':'), id, 10), '\r', '\n')
 	}
-	req := []byte(strings.Repeat(cmd("INCR", "bp"), n))
+	req := []byte(strings.Repeat(rawresp.Cmd("INCR", "bp"), n))
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			h := newTestHandler()
 			s, addr := start(t, h, Options{EventLoops: tr.loops})
 			nc := dial(t, addr)
 			nc.(*net.TCPConn).SetReadBuffer(32 << 10)
-			io.WriteString(nc, cmd("PING"))
+			io.WriteString(nc, rawresp.Cmd("PING"))
 			if _, err := io.ReadFull(nc, make([]byte, 7)); err != nil {
 				t.Fatal(err)
 			}
@@ -136,16 +137,10 @@ func TestNoStallSmallBuffers(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			s, addr := start(t, newTestHandler(), Options{EventLoops: tr.loops, MaxPipeline: 1})
-			nc := dialSmall(t, addr)
-			r := bufio.NewReader(nc)
-			io.WriteString(nc, cmd("PING"))
-			if _, err := r.ReadString('\n'); err != nil {
-				t.Fatal(err)
-			}
-			setSendBuffers(t, s, 0)
+			nc, r := dialTight(t, s, addr)
 			got := make([]byte, len(want))
 			for round := range rounds {
-				req := strings.Repeat(cmd("INCR", "r"+strconv.Itoa(round)), depth)
+				req := strings.Repeat(rawresp.Cmd("INCR", "r"+strconv.Itoa(round)), depth)
 				if _, err := io.WriteString(nc, req); err != nil {
 					t.Fatalf("round %d: %v", round, err)
 				}
@@ -170,17 +165,17 @@ func TestRepliesBeforeBlocking(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			h := newTestHandler()
 			_, addr := start(t, h, Options{EventLoops: tr.loops})
-			lc := dialLines(t, addr)
-			lc.send(cmd("INCR", "k"))
-			lc.expect(":1\r\n")
+			lc := rawresp.Dial(t, addr)
+			lc.Send(rawresp.Cmd("INCR", "k"))
+			lc.Expect(":1\r\n")
 			// One write: one batch.
-			lc.send(cmd("INCR", "k") + cmd("INCR", "k") + "PING\r\n" + cmd("WAIT", "g") + cmd("INCR", "k") + cmd("INCR", "k"))
-			lc.expect(":2\r\n:3\r\n+PONG\r\n")
+			lc.Send(rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "k") + "PING\r\n" + rawresp.Cmd("WAIT", "g") + rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "k"))
+			lc.Expect(":2\r\n:3\r\n+PONG\r\n")
 			if key := <-h.waiting; key != "g" { // WAIT is running, and held
 				t.Fatalf("waiting on %q", key)
 			}
 			h.release("g")
-			lc.expect("+g\r\n:4\r\n:5\r\n")
+			lc.Expect("+g\r\n:4\r\n:5\r\n")
 		})
 	}
 }
@@ -195,34 +190,34 @@ func TestMaxPipelineFairness(t *testing.T) {
 	const n, batch = 20_000, 10
 	h := newTestHandler()
 	s, addr := start(t, h, Options{EventLoops: 1, MaxPipeline: batch})
-	deep := dialLines(t, addr)
-	deep.send(cmd("INCR", "d"))
-	deep.expect(":1\r\n")
+	deep := rawresp.Dial(t, addr)
+	deep.Send(rawresp.Cmd("INCR", "d"))
+	deep.Expect(":1\r\n")
 	s.mu.Lock()
 	loops := len(s.loops)
 	s.mu.Unlock()
 	if loops != 1 {
 		t.Skip("no event loop on this system")
 	}
-	other := dialLines(t, addr)
-	other.send("PING\r\n")
-	other.expect("+PONG\r\n")
+	other := rawresp.Dial(t, addr)
+	other.Send("PING\r\n")
+	other.Expect("+PONG\r\n")
 
 	var once sync.Once
 	atPing := make(chan int64, 1)
 	hook := func(name []byte) {
 		switch string(name) {
 		case "INCR":
-			once.Do(func() { io.WriteString(other.nc, "PING\r\n") })
+			once.Do(func() { io.WriteString(other.NC, "PING\r\n") })
 		case "PING":
 			atPing <- h.count("d")
 		}
 	}
 	h.after.Store(&hook)
 	defer h.after.Store(nil)
-	deep.send(strings.Repeat(cmd("INCR", "d"), n))
-	other.expect("+PONG\r\n")
-	deep.expect(ints(2, n+1))
+	deep.Send(strings.Repeat(rawresp.Cmd("INCR", "d"), n))
+	other.Expect("+PONG\r\n")
+	deep.Expect(ints(2, n+1))
 	got := <-atPing - 1
 	t.Logf("the other connection's PING ran after %d INCRs of the deep pipeline", got)
 	if got > 100*batch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
@@ -280,22 +281,22 @@ func TestAdminCommands(t *testing.T) {
 	})
 
 	t.Run("GET nil on the wire", func(t *testing.T) {
-		rc := dialRaw(t, in.Addr)
-		rc.send(cmd("GET", "wire"))
-		rc.expect("$-1\r\n")
-		rc.send(cmd("CLIENT", "ID"))
-		id, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(rc.line(), ":")), 10, 64)
+		rc := rawresp.Dial(t, in.Addr)
+		rc.Send(rawresp.Cmd("GET", "wire"))
+		rc.Expect("$-1\r\n")
+		rc.Send(rawresp.Cmd("CLIENT", "ID"))
+		id, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(rc.Line(), ":")), 10, 64)
 		if err != nil {
 			t.Fatalf("CLIENT ID: %v", err)
 		}
-		rc.send(cmd("HELLO", "3"))
-		rc.expect(helloReply(3, id))
-		rc.send(cmd("GET", "wire"))
-		rc.expect("_\r\n")
-		rc.send(cmd("INCR", "wire"))
-		rc.expect(":1\r\n")
-		rc.send(cmd("GET", "wire"))
-		rc.expect("$1\r\n1\r\n")
+		rc.Send(rawresp.Cmd("HELLO", "3"))
+		rc.Expect(helloReply(3, id))
+		rc.Send(rawresp.Cmd("GET", "wire"))
+		rc.Expect("_\r\n")
+		rc.Send(rawresp.Cmd("INCR", "wire"))
+		rc.Expect(":1\r\n")
+		rc.Send(rawresp.Cmd("GET", "wire"))
+		rc.Expect("$1\r\n1\r\n")
 	})
 }
 

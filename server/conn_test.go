@@ -9,22 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
 
 // Tests of the server on both transports: the whole INCR path allocates
 // nothing, and replies stay in order around commands that block.
-
-// req encodes args as a RESP multibulk.
-func req(args ...string) string {
-	var b strings.Builder
-	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
-	for _, a := range args {
-		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
-	}
-	return b.String()
-}
 
 // transports are the two ways a connection is served; the transport's
 // tests run in both. (Elsewhere than Linux both are goroutines.)
@@ -55,7 +46,7 @@ func TestTransportZeroAlloc(t *testing.T) {
 			a, _ := newAlloc(t, "", bigStepOptions(), nil)
 			s := New(a, Options{EventLoops: tr.loops})
 			nc := dialTest(t, serve(t, s))
-			req := []byte(strings.Repeat(req("INCR", "z"), 16))
+			req := []byte(strings.Repeat(rawresp.Cmd("INCR", "z"), 16))
 			buf := make([]byte, 4096)
 			trip := func() {
 				if _, err := nc.Write(req); err != nil {
@@ -88,9 +79,9 @@ func TestTransportZeroAlloc(t *testing.T) {
 // one pipeline, sent at once or byte by byte; QUIT after a handed-off
 // command still drops the rest.
 func TestTransportPipelines(t *testing.T) {
-	pipeline := req("INCR", "t1") + req("INCR", "t1") + "INCR t1\r\n" + req("INCR", "t1") +
-		req("COMMAND", "INFO", "nosuch") + req("INCRBY", "t1", "5") + req("PING") + req("LEAF.INFO", "nosuch") +
-		req("INCR", "t2") + req("INCR", "t1") + req("ECHO", "x")
+	pipeline := rawresp.Cmd("INCR", "t1") + rawresp.Cmd("INCR", "t1") + "INCR t1\r\n" + rawresp.Cmd("INCR", "t1") +
+		rawresp.Cmd("COMMAND", "INFO", "nosuch") + rawresp.Cmd("INCRBY", "t1", "5") + rawresp.Cmd("PING") + rawresp.Cmd("LEAF.INFO", "nosuch") +
+		rawresp.Cmd("INCR", "t2") + rawresp.Cmd("INCR", "t1") + rawresp.Cmd("ECHO", "x")
 	want := ":1\r\n:2\r\n:3\r\n:4\r\n*1\r\n$-1\r\n:9\r\n+PONG\r\n-ERR unknown tag 'nosuch'\r\n" +
 		":1\r\n:10\r\n$1\r\nx\r\n"
 	for _, tr := range transports {
@@ -114,7 +105,7 @@ func TestTransportPipelines(t *testing.T) {
 				}
 
 				nc2 := dialTest(t, addr)
-				io.WriteString(nc2, req("COMMAND", "INFO", "nosuch")+req("QUIT")+req("INCR", "t1"))
+				io.WriteString(nc2, rawresp.Cmd("COMMAND", "INFO", "nosuch")+rawresp.Cmd("QUIT")+rawresp.Cmd("INCR", "t1"))
 				rest, err := io.ReadAll(nc2)
 				if err != nil {
 					t.Fatal(err)
@@ -138,18 +129,18 @@ func TestRepliesBeforeLoad(t *testing.T) {
 				bs.Store = s
 				return bs
 			})
-			lc := dialLines(t, serve(t, New(a, Options{EventLoops: tr.loops})))
-			lc.send(req("INCR", "k"))
-			lc.expect(":1\r\n")
-			lc.send(req("INCR", "k") + req("INCR", "k") + req("INCR", "slow") + req("INCR", "k"))
-			lc.expect(":2\r\n:3\r\n")
+			lc := rawresp.Dial(t, serve(t, New(a, Options{EventLoops: tr.loops})))
+			lc.Send(rawresp.Cmd("INCR", "k"))
+			lc.Expect(":1\r\n")
+			lc.Send(rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "slow") + rawresp.Cmd("INCR", "k"))
+			lc.Expect(":2\r\n:3\r\n")
 			select {
 			case <-bs.entered: // the load is held: INCR slow waits
 			case <-time.After(time.Minute): // a safety net
 				t.Fatal("INCR slow never reached the database")
 			}
 			close(bs.release)
-			lc.expect(":1\r\n:4\r\n")
+			lc.Expect(":1\r\n:4\r\n")
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -25,7 +26,7 @@ import (
 // testdata/fuzz/FuzzConnection (protocol edge cases) and those below.
 func FuzzConnection(f *testing.F) {
 	for _, s := range []string{
-		req("INCR", "a") + req("INCRBY", "a", "5") + req("PING"),
+		rawresp.Cmd("INCR", "a") + rawresp.Cmd("INCRBY", "a", "5") + rawresp.Cmd("PING"),
 		"PING\r\nINCR a\r\nECHO \"x y\"\r\n",
 		"*1\r\n$4\r\nPING", // incomplete at EOF
 	} {

@@ -1,15 +1,10 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -67,78 +62,6 @@ func wantErr(t *testing.T, c *redis.Client, want string, args ...any) {
 	}
 	if err.Error() != want {
 		t.Fatalf("%v:\n got %q\nwant %q", args, err.Error(), want)
-	}
-}
-
-// rawConn is a plain socket to the server, for exact bytes.
-type rawConn struct {
-	t  *testing.T
-	nc net.Conn
-	r  *bufio.Reader
-}
-
-func dialRaw(t *testing.T, addr string) *rawConn {
-	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	// A safety net against a hung test, not an assertion on timing.
-	nc.SetDeadline(time.Now().Add(30 * time.Second))
-	return &rawConn{t: t, nc: nc, r: bufio.NewReader(nc)}
-}
-
-func (rc *rawConn) send(s string) {
-	rc.t.Helper()
-	if _, err := io.WriteString(rc.nc, s); err != nil {
-		rc.t.Fatalf("write: %v", err)
-	}
-}
-
-// cmd encodes args as a RESP array.
-func cmd(args ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b.String()
-}
-
-// expect reads exactly len(want) bytes and compares them.
-func (rc *rawConn) expect(want string) {
-	rc.t.Helper()
-	got := make([]byte, len(want))
-	if _, err := io.ReadFull(rc.r, got); err != nil {
-		rc.t.Fatalf("read (want %q): %v (got %q)", want, err, got)
-	}
-	if string(got) != want {
-		rc.t.Fatalf("reply:\n got %q\nwant %q", got, want)
-	}
-}
-
-// line reads one CRLF-terminated line.
-func (rc *rawConn) line() string {
-	rc.t.Helper()
-	s, err := rc.r.ReadString('\n')
-	if err != nil {
-		rc.t.Fatalf("read line: %v (got %q)", err, s)
-	}
-	return s
-}
-
-// expectEOF checks that the server closed the connection with nothing
-// more to read.
-func (rc *rawConn) expectEOF() {
-	rc.t.Helper()
-	b, err := rc.r.ReadByte()
-	if err == nil {
-		rest, _ := rc.r.Peek(rc.r.Buffered())
-		rc.t.Fatalf("want EOF, got %q", append([]byte{b}, rest...))
-	}
-	if err != io.EOF {
-		rc.t.Fatalf("want EOF, got %v", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/resp"
@@ -252,7 +253,7 @@ func rawIncrLoop(addr, tag string, n int, ready func()) ([]int64, error) {
 		return nil, err
 	}
 	defer nc.Close()
-	req := strings.Repeat(req("INCR", tag), n)
+	req := strings.Repeat(rawresp.Cmd("INCR", tag), n)
 	r := bufio.NewReader(nc)
 	var ids []int64
 	for {
@@ -403,7 +404,7 @@ func rawIncrLoopOnce(addr, tag string, n int) ([]int64, error) {
 		return nil, err
 	}
 	defer nc.Close()
-	req := strings.Repeat(req("INCR", tag), n)
+	req := strings.Repeat(rawresp.Cmd("INCR", tag), n)
 	if _, err := io.WriteString(nc, req); err != nil {
 		return nil, err
 	}

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/logbuf"
+	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -56,51 +55,6 @@ func startServer(t *testing.T, opts Options) (*Server, string) {
 	a, _ := newAlloc(t, "", segment.DefaultOptions(), nil)
 	s := New(a, opts)
 	return s, serve(t, s)
-}
-
-// lineConn is a raw connection for exact replies.
-type lineConn struct {
-	t  *testing.T
-	nc net.Conn
-	r  *bufio.Reader
-}
-
-func dialLines(t *testing.T, addr string) *lineConn {
-	t.Helper()
-	nc := dialTest(t, addr)
-	return &lineConn{t: t, nc: nc, r: bufio.NewReader(nc)}
-}
-
-func (lc *lineConn) send(s string) {
-	lc.t.Helper()
-	if _, err := io.WriteString(lc.nc, s); err != nil {
-		lc.t.Fatalf("write: %v", err)
-	}
-}
-
-// expect reads exactly len(want) bytes and compares them.
-func (lc *lineConn) expect(want string) {
-	lc.t.Helper()
-	got := make([]byte, len(want))
-	if n, err := io.ReadFull(lc.r, got); err != nil {
-		lc.t.Fatalf("read (want %q): %v (got %q)", want, err, got[:n])
-	}
-	if string(got) != want {
-		lc.t.Fatalf("reply:\n got %q\nwant %q", got, want)
-	}
-}
-
-// expectClosed reads until the server closes the connection and checks
-// nothing more came.
-func (lc *lineConn) expectClosed() {
-	lc.t.Helper()
-	rest, err := io.ReadAll(lc.r)
-	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
-		lc.t.Fatalf("want the connection closed, got %v", err)
-	}
-	if len(rest) > 0 {
-		lc.t.Fatalf("want the connection closed, got %q", rest)
-	}
 }
 
 // TestBadInputKeepsConnection: every malformed command answers its exact
@@ -158,30 +112,30 @@ func TestBadInputKeepsConnection(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			_, addr := startServer(t, Options{EventLoops: tr.loops})
-			lc := dialLines(t, addr)
+			lc := rawresp.Dial(t, addr)
 			next := int64(1)
 			incr := func(t *testing.T, inline bool) {
 				t.Helper()
 				if inline {
-					lc.send("INCR alive\r\n")
+					lc.Send("INCR alive\r\n")
 				} else {
-					lc.send(req("INCR", "alive"))
+					lc.Send(rawresp.Cmd("INCR", "alive"))
 				}
-				lc.expect(":" + strconv.FormatInt(next, 10) + "\r\n")
+				lc.Expect(":" + strconv.FormatInt(next, 10) + "\r\n")
 				next++
 			}
 			incr(t, false)
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
-					lc.t = t
-					lc.send(req(tc.args...))
-					lc.expect(tc.want)
+					lc.T = t
+					lc.Send(rawresp.Cmd(tc.args...))
+					lc.Expect(tc.want)
 					incr(t, false)
 					// The same command inline, when it can be written so.
 					if line := strings.Join(tc.args, " "); len(tc.args) > 1 && !strings.ContainsAny(line, "\x00\r\n\"' ") &&
 						!slices.Contains(tc.args, "") && strings.Count(line, " ") == len(tc.args)-1 {
-						lc.send(line + "\r\n")
-						lc.expect(tc.want)
+						lc.Send(line + "\r\n")
+						lc.Expect(tc.want)
 						incr(t, true)
 					}
 				})
@@ -201,23 +155,23 @@ func TestUnauthenticatedCaps(t *testing.T) {
 			for i := range args {
 				args[i] = "x"
 			}
-			lc := dialLines(t, addr)
-			lc.send(req(args...))
-			lc.expect("-ERR Protocol error: unauthenticated multibulk length\r\n")
-			lc.expectClosed()
+			lc := rawresp.Dial(t, addr)
+			lc.Send(rawresp.Cmd(args...))
+			lc.Expect("-ERR Protocol error: unauthenticated multibulk length\r\n")
+			lc.ExpectClosed()
 
-			lc = dialLines(t, addr)
-			lc.send(req("AUTH", strings.Repeat("p", 16384)))
-			lc.expect("-WRONGPASS invalid username-password pair or user is disabled.\r\n")
-			go io.WriteString(lc.nc, req("AUTH", strings.Repeat("p", 16385)))
-			lc.expect("-ERR Protocol error: unauthenticated bulk length\r\n")
-			lc.expectClosed()
+			lc = rawresp.Dial(t, addr)
+			lc.Send(rawresp.Cmd("AUTH", strings.Repeat("p", 16384)))
+			lc.Expect("-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+			go io.WriteString(lc.NC, rawresp.Cmd("AUTH", strings.Repeat("p", 16385)))
+			lc.Expect("-ERR Protocol error: unauthenticated bulk length\r\n")
+			lc.ExpectClosed()
 
-			lc = dialLines(t, addr)
-			lc.send(req("AUTH", "pw") + req(append([]string{"PING"}, strings.Repeat("y", 20000))...))
-			lc.expect("+OK\r\n$20000\r\n" + strings.Repeat("y", 20000) + "\r\n")
-			lc.send(req(append([]string{"CLIENT"}, args...)...))
-			lc.expect("-ERR unknown subcommand 'x'. Try CLIENT HELP.\r\n")
+			lc = rawresp.Dial(t, addr)
+			lc.Send(rawresp.Cmd("AUTH", "pw") + rawresp.Cmd(append([]string{"PING"}, strings.Repeat("y", 20000))...))
+			lc.Expect("+OK\r\n$20000\r\n" + strings.Repeat("y", 20000) + "\r\n")
+			lc.Send(rawresp.Cmd(append([]string{"CLIENT"}, args...)...))
+			lc.Expect("-ERR unknown subcommand 'x'. Try CLIENT HELP.\r\n")
 		})
 	}
 }
@@ -241,40 +195,40 @@ func TestMaxClients(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			s, addr := startServer(t, Options{EventLoops: tr.loops, MaxClients: 3})
-			var open []*lineConn
+			var open []*rawresp.Conn
 			for range 3 {
-				lc := dialLines(t, addr)
-				lc.send(req("PING"))
-				lc.expect("+PONG\r\n")
+				lc := rawresp.Dial(t, addr)
+				lc.Send(rawresp.Cmd("PING"))
+				lc.Expect("+PONG\r\n")
 				open = append(open, lc)
 			}
 			for range 2 {
-				lc := dialLines(t, addr)
-				lc.expect("-ERR max number of clients reached\r\n")
-				lc.expectClosed()
+				lc := rawresp.Dial(t, addr)
+				lc.Expect("-ERR max number of clients reached\r\n")
+				lc.ExpectClosed()
 			}
-			open[0].send(req("INFO", "stats"))
+			open[0].Send(rawresp.Cmd("INFO", "stats"))
 			if info := readBulk(t, open[0]); !strings.Contains(info, "\r\nrejected_connections:2\r\n") {
 				t.Errorf("INFO stats:\n%s", info)
 			}
-			open[1].send(req("INCR", "m"))
-			open[1].expect(":1\r\n")
+			open[1].Send(rawresp.Cmd("INCR", "m"))
+			open[1].Expect(":1\r\n")
 
-			open[2].send(req("QUIT"))
-			open[2].expect("+OK\r\n")
-			open[2].expectClosed()
+			open[2].Send(rawresp.Cmd("QUIT"))
+			open[2].Expect("+OK\r\n")
+			open[2].ExpectClosed()
 			waitFor(t, "the client to be unregistered", func() bool { return s.connectedClients() == 2 })
-			lc := dialLines(t, addr)
-			lc.send(req("INCR", "m"))
-			lc.expect(":2\r\n")
+			lc := rawresp.Dial(t, addr)
+			lc.Send(rawresp.Cmd("INCR", "m"))
+			lc.Expect(":2\r\n")
 		})
 	}
 }
 
 // readBulk reads one bulk string reply.
-func readBulk(t *testing.T, lc *lineConn) string {
+func readBulk(t *testing.T, lc *rawresp.Conn) string {
 	t.Helper()
-	head, err := lc.r.ReadString('\n')
+	head, err := lc.R.ReadString('\n')
 	if err != nil || !strings.HasPrefix(head, "$") {
 		t.Fatalf("bulk reply: %q, %v", head, err)
 	}
@@ -283,7 +237,7 @@ func readBulk(t *testing.T, lc *lineConn) string {
 		t.Fatal(err)
 	}
 	b := make([]byte, n+2)
-	if _, err := io.ReadFull(lc.r, b); err != nil {
+	if _, err := io.ReadFull(lc.R, b); err != nil {
 		t.Fatal(err)
 	}
 	return string(b[:n])
@@ -307,17 +261,17 @@ func TestIdleTimeout(t *testing.T) {
 			addr := serve(t, s)
 
 			for _, first := range []string{"PING\r\n", ""} {
-				idle := dialLines(t, addr)
-				idle.send(first)
+				idle := rawresp.Dial(t, addr)
+				idle.Send(first)
 				// However long it takes: no timing asserted.
-				got, err := io.ReadAll(idle.r)
+				got, err := io.ReadAll(idle.R)
 				if (err != nil && !errors.Is(err, syscall.ECONNRESET)) || (string(got) != "" && string(got) != "+PONG\r\n") {
 					t.Fatalf("sent %q, then idle: got %q, %v; want the connection closed", first, got, err)
 				}
 			}
 
-			busy := dialLines(t, addr)
-			busy.send(req("INCR", "slow"))
+			busy := rawresp.Dial(t, addr)
+			busy.Send(rawresp.Cmd("INCR", "slow"))
 			select {
 			case <-bs.entered: // the INCR waits on the database
 			case <-time.After(30 * time.Second): // a safety net
@@ -325,10 +279,10 @@ func TestIdleTimeout(t *testing.T) {
 			}
 			// A connection opened after the INCR started: once it is closed
 			// as idle, the busy one has been waiting longer.
-			later := dialLines(t, addr)
-			later.expectClosed()
+			later := rawresp.Dial(t, addr)
+			later.ExpectClosed()
 			close(bs.release)
-			busy.expect(":1\r\n")
+			busy.Expect(":1\r\n")
 			if !strings.Contains(logs.String(), "closing idle client") {
 				t.Errorf("no log line for the idle clients:\n%s", logs.String())
 			}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // Memory under hostile or idle clients: sizes, not times (latency is
@@ -130,9 +132,9 @@ func TestIdleConnections(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			s, addr := startServer(t, Options{EventLoops: tr.loops})
-			busy := dialLines(t, addr)
-			busy.send(req("INCR", "busy"))
-			busy.expect(":1\r\n")
+			busy := rawresp.Dial(t, addr)
+			busy.Send(rawresp.Cmd("INCR", "busy"))
+			busy.Expect(":1\r\n")
 
 			var m0, m1 runtime.MemStats
 			runtime.GC()
@@ -153,19 +155,19 @@ func TestIdleConnections(t *testing.T) {
 			// The busy client: one INCR per round trip, then pipelines.
 			next := 2
 			for range 2000 {
-				busy.send(req("INCR", "busy"))
-				busy.expect(":" + strconv.Itoa(next) + "\r\n")
+				busy.Send(rawresp.Cmd("INCR", "busy"))
+				busy.Expect(":" + strconv.Itoa(next) + "\r\n")
 				next++
 			}
 			var pipeline, want strings.Builder
 			for range 100 {
-				pipeline.WriteString(req("INCR", "busy"))
+				pipeline.WriteString(rawresp.Cmd("INCR", "busy"))
 				want.WriteString(":" + strconv.Itoa(next) + "\r\n")
 				next++
 			}
 			for range 20 {
-				busy.send(pipeline.String())
-				busy.expect(want.String())
+				busy.Send(pipeline.String())
+				busy.Expect(want.String())
 				want.Reset()
 				for range 100 {
 					want.WriteString(":" + strconv.Itoa(next) + "\r\n")
@@ -174,10 +176,10 @@ func TestIdleConnections(t *testing.T) {
 			}
 			// The idle connections are still served.
 			for _, i := range []int{0, idleConns / 2, idleConns - 1} {
-				lc := &lineConn{t: t, nc: idle[i], r: bufio.NewReader(idle[i])}
+				lc := &rawresp.Conn{T: t, NC: idle[i], R: bufio.NewReader(idle[i])}
 				idle[i].SetDeadline(time.Now().Add(30 * time.Second)) // a safety net
-				lc.send("PING\r\n")
-				lc.expect("+PONG\r\n")
+				lc.Send("PING\r\n")
+				lc.Expect("+PONG\r\n")
 			}
 		})
 	}
@@ -199,7 +201,7 @@ func BenchmarkIncrWith1500IdleConns(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer nc.Close()
-			req := []byte(req("INCR", "bench"))
+			req := []byte(rawresp.Cmd("INCR", "bench"))
 			buf := make([]byte, 64)
 			trip := func() {
 				if _, err := nc.Write(req); err != nil {

@@ -4,18 +4,20 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/rawresp"
 )
 
 // Raw-socket tests: the exact bytes Redis clients and redis-cli parse.
 
 // clientID asks the connection's id with CLIENT ID.
-func (rc *rawConn) clientID() int64 {
-	rc.t.Helper()
-	rc.send(cmd("CLIENT", "ID"))
-	l := rc.line()
+func clientID(rc *rawresp.Conn) int64 {
+	rc.T.Helper()
+	rc.Send(rawresp.Cmd("CLIENT", "ID"))
+	l := rc.Line()
 	id, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(l, ":"), "\r\n"), 10, 64)
 	if err != nil {
-		rc.t.Fatalf("CLIENT ID: %q", l)
+		rc.T.Fatalf("CLIENT ID: %q", l)
 	}
 	return id
 }
@@ -34,10 +36,10 @@ func TestRawHello(t *testing.T) {
 		{"3 with auth", []string{"HELLO", "3", "AUTH", "default", "anything"}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := dialRaw(t, in.Addr)
-			id := rc.clientID()
-			rc.send(cmd(tc.args...))
-			rc.expect(helloReply(tc.proto, id))
+			rc := rawresp.Dial(t, in.Addr)
+			id := clientID(rc)
+			rc.Send(rawresp.Cmd(tc.args...))
+			rc.Expect(helloReply(tc.proto, id))
 		})
 	}
 }
@@ -76,23 +78,23 @@ func TestRawResp3(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, proto := range []int{2, 3} {
-				rc := dialRaw(t, in.Addr)
+				rc := rawresp.Dial(t, in.Addr)
 				want := tc.resp2
 				if proto == 3 {
-					id := rc.clientID()
-					rc.send(cmd("HELLO", "3"))
-					rc.expect(helloReply(3, id))
+					id := clientID(rc)
+					rc.Send(rawresp.Cmd("HELLO", "3"))
+					rc.Expect(helloReply(3, id))
 					want = tc.resp3
 				}
-				rc.send(cmd("INCR", "r"))
-				rc.line()
-				rc.send(cmd(tc.args...))
-				rc.expect(want)
+				rc.Send(rawresp.Cmd("INCR", "r"))
+				rc.Line()
+				rc.Send(rawresp.Cmd(tc.args...))
+				rc.Expect(want)
 				if tc.prefixOnly {
 					continue
 				}
-				rc.send("PING\r\n")
-				rc.expect("+PONG\r\n") // nothing left unread before it
+				rc.Send("PING\r\n")
+				rc.Expect("+PONG\r\n") // nothing left unread before it
 			}
 		})
 	}
@@ -102,47 +104,47 @@ func TestRawResp3(t *testing.T) {
 // pipeline: the INCR after it never runs.
 func TestRawQuit(t *testing.T) {
 	in := start(t)
-	rc := dialRaw(t, in.Addr)
-	rc.send(cmd("INCR", "q") + cmd("QUIT") + cmd("INCR", "q") + "PING\r\n")
-	rc.expect(":1\r\n+OK\r\n")
-	rc.expectEOF()
+	rc := rawresp.Dial(t, in.Addr)
+	rc.Send(rawresp.Cmd("INCR", "q") + rawresp.Cmd("QUIT") + rawresp.Cmd("INCR", "q") + "PING\r\n")
+	rc.Expect(":1\r\n+OK\r\n")
+	rc.ExpectClosed()
 
-	rc2 := dialRaw(t, in.Addr)
-	rc2.send("quit extra args\r\n")
-	rc2.expect("+OK\r\n")
-	rc2.expectEOF()
+	rc2 := rawresp.Dial(t, in.Addr)
+	rc2.Send("quit extra args\r\n")
+	rc2.Expect("+OK\r\n")
+	rc2.ExpectClosed()
 
-	rc3 := dialRaw(t, in.Addr)
-	rc3.send(cmd("INCR", "q"))
-	rc3.expect(":2\r\n") // the INCR after QUIT did not run
+	rc3 := rawresp.Dial(t, in.Addr)
+	rc3.Send(rawresp.Cmd("INCR", "q"))
+	rc3.Expect(":2\r\n") // the INCR after QUIT did not run
 }
 
 func TestRawUnknownCommand(t *testing.T) {
 	in := start(t)
-	rc := dialRaw(t, in.Addr)
+	rc := rawresp.Dial(t, in.Addr)
 	x100 := strings.Repeat("x", 100)
 	for _, tc := range []struct {
 		name, send, want string
 	}{
-		{"args", cmd("FOO", "a", "b"), "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n"},
-		{"no args", cmd("FOO"), "-ERR unknown command 'FOO', with args beginning with: \r\n"},
-		{"client's case", cmd("fOo", "A"), "-ERR unknown command 'fOo', with args beginning with: 'A' \r\n"},
+		{"args", rawresp.Cmd("FOO", "a", "b"), "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n"},
+		{"no args", rawresp.Cmd("FOO"), "-ERR unknown command 'FOO', with args beginning with: \r\n"},
+		{"client's case", rawresp.Cmd("fOo", "A"), "-ERR unknown command 'fOo', with args beginning with: 'A' \r\n"},
 		{"inline", "FOO a\r\n", "-ERR unknown command 'FOO', with args beginning with: 'a' \r\n"},
-		{"newlines become spaces", cmd("FOO", "a\r\nb"), "-ERR unknown command 'FOO', with args beginning with: 'a  b' \r\n"},
-		{"newline in the name", cmd("F\nO"), "-ERR unknown command 'F O', with args beginning with: \r\n"},
+		{"newlines become spaces", rawresp.Cmd("FOO", "a\r\nb"), "-ERR unknown command 'FOO', with args beginning with: 'a  b' \r\n"},
+		{"newline in the name", rawresp.Cmd("F\nO"), "-ERR unknown command 'F O', with args beginning with: \r\n"},
 		// Redis shows arguments until 128 bytes of them are listed (checked
 		// against redis-server 7.0.15: the second is cut to 25 bytes).
-		{"long args", cmd("FOO", x100, x100, "z"),
+		{"long args", rawresp.Cmd("FOO", x100, x100, "z"),
 			"-ERR unknown command 'FOO', with args beginning with: '" + x100 + "' '" + strings.Repeat("x", 25) + "' \r\n"},
-		{"long name", cmd(strings.Repeat("N", 200)),
+		{"long name", rawresp.Cmd(strings.Repeat("N", 200)),
 			"-ERR unknown command '" + strings.Repeat("N", 128) + "', with args beginning with: \r\n"},
-		{"NUL ends an argument", cmd("FOO", "a\x00b"), "-ERR unknown command 'FOO', with args beginning with: 'a' \r\n"},
+		{"NUL ends an argument", rawresp.Cmd("FOO", "a\x00b"), "-ERR unknown command 'FOO', with args beginning with: 'a' \r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc.send(tc.send)
-			rc.expect(tc.want)
-			rc.send(cmd("PING"))
-			rc.expect("+PONG\r\n")
+			rc.Send(tc.send)
+			rc.Expect(tc.want)
+			rc.Send(rawresp.Cmd("PING"))
+			rc.Expect("+PONG\r\n")
 		})
 	}
 }
@@ -150,26 +152,26 @@ func TestRawUnknownCommand(t *testing.T) {
 // TestRawInline: inline commands, as redis-cli and telnet send them.
 func TestRawInline(t *testing.T) {
 	in := start(t)
-	rc := dialRaw(t, in.Addr)
-	rc.send("PING\r\n")
-	rc.expect("+PONG\r\n")
-	rc.send("ping hello\n") // a bare LF ends a line too
-	rc.expect("$5\r\nhello\r\n")
-	rc.send("INCR inline\r\nINCR inline\r\nincrby inline 10\r\n")
-	rc.expect(":1\r\n:2\r\n:12\r\n")
-	rc.send("INCRBY inline +1\r\n")
-	rc.expect("-ERR value is not an integer or out of range\r\n")
-	rc.send("ECHO \"a b\"\r\n")
-	rc.expect("$3\r\na b\r\n")
+	rc := rawresp.Dial(t, in.Addr)
+	rc.Send("PING\r\n")
+	rc.Expect("+PONG\r\n")
+	rc.Send("ping hello\n") // a bare LF ends a line too
+	rc.Expect("$5\r\nhello\r\n")
+	rc.Send("INCR inline\r\nINCR inline\r\nincrby inline 10\r\n")
+	rc.Expect(":1\r\n:2\r\n:12\r\n")
+	rc.Send("INCRBY inline +1\r\n")
+	rc.Expect("-ERR value is not an integer or out of range\r\n")
+	rc.Send("ECHO \"a b\"\r\n")
+	rc.Expect("$3\r\na b\r\n")
 }
 
 // TestRawPipelineMixed: errors inside a pipeline answer in place; the
 // commands around them run.
 func TestRawPipelineMixed(t *testing.T) {
 	in := start(t)
-	rc := dialRaw(t, in.Addr)
-	rc.send(cmd("INCR", "m") + cmd("INCRBY", "m", "0") + cmd("NOPE") + cmd("INCR", "m") + cmd("SELECT", "2") + cmd("INCR", "m"))
-	rc.expect(":1\r\n" +
+	rc := rawresp.Dial(t, in.Addr)
+	rc.Send(rawresp.Cmd("INCR", "m") + rawresp.Cmd("INCRBY", "m", "0") + rawresp.Cmd("NOPE") + rawresp.Cmd("INCR", "m") + rawresp.Cmd("SELECT", "2") + rawresp.Cmd("INCR", "m"))
+	rc.Expect(":1\r\n" +
 		"-ERR increment must be positive: INCRBY tag n reserves n IDs (n >= 1)\r\n" +
 		"-ERR unknown command 'NOPE', with args beginning with: \r\n" +
 		":2\r\n" +

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/internal/logbuf"
+	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/mysql"
@@ -158,30 +159,30 @@ func TestSecretsStayOut(t *testing.T) {
 		Password: pass, AdminPassword: admin,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}})
-	rc := dialRaw(t, in.Addr)
+	rc := rawresp.Dial(t, in.Addr)
 	wrongPass := "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
-	rc.send(cmd("AUTH", guess) + cmd("AUTH", "default", guess) + cmd("HELLO", "3", "AUTH", "default", guess) +
-		cmd("AUTH", "admin", guess) + cmd("AUTH", "admin", pass) + cmd("INCR", "s"))
-	rc.expect(wrongPass + wrongPass + wrongPass + wrongPass + wrongPass + "-NOAUTH Authentication required.\r\n")
-	rc.send(cmd("AUTH", pass) + cmd("INCR", "s") + cmd("AUTH", "admin", admin) + cmd("LEAF.STEP", "s", "10"))
-	rc.expect("+OK\r\n:1\r\n+OK\r\n+OK\r\n")
+	rc.Send(rawresp.Cmd("AUTH", guess) + rawresp.Cmd("AUTH", "default", guess) + rawresp.Cmd("HELLO", "3", "AUTH", "default", guess) +
+		rawresp.Cmd("AUTH", "admin", guess) + rawresp.Cmd("AUTH", "admin", pass) + rawresp.Cmd("INCR", "s"))
+	rc.Expect(wrongPass + wrongPass + wrongPass + wrongPass + wrongPass + "-NOAUTH Authentication required.\r\n")
+	rc.Send(rawresp.Cmd("AUTH", pass) + rawresp.Cmd("INCR", "s") + rawresp.Cmd("AUTH", "admin", admin) + rawresp.Cmd("LEAF.STEP", "s", "10"))
+	rc.Expect("+OK\r\n:1\r\n+OK\r\n+OK\r\n")
 
 	var dump strings.Builder
 	for _, args := range [][]string{{"INFO", "everything"}, {"CLIENT", "LIST"}, {"CLIENT", "INFO"}, {"CONFIG", "GET", "*"}} {
-		rc.send(cmd(args...))
-		head := rc.line()
+		rc.Send(rawresp.Cmd(args...))
+		head := rc.Line()
 		dump.WriteString(head)
 		if strings.HasPrefix(head, "$") {
 			n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
 			body := make([]byte, n+2)
-			if _, err := io.ReadFull(rc.r, body); err != nil {
+			if _, err := io.ReadFull(rc.R, body); err != nil {
 				t.Fatal(err)
 			}
 			dump.Write(body)
 		} else { // CONFIG GET: an array of bulk strings, two lines each
 			n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
 			for range 2 * n {
-				dump.WriteString(rc.line())
+				dump.WriteString(rc.Line())
 			}
 		}
 	}
@@ -190,10 +191,10 @@ func TestSecretsStayOut(t *testing.T) {
 	}
 
 	// A password in a malformed request, and a connection closed early.
-	bad := dialRaw(t, in.Addr)
-	bad.send("AUTH \"" + pass + "\r\n")
-	bad.expect("-ERR Protocol error: unbalanced quotes in request\r\n")
-	bad.expectEOF()
+	bad := rawresp.Dial(t, in.Addr)
+	bad.Send("AUTH \"" + pass + "\r\n")
+	bad.Expect("-ERR Protocol error: unbalanced quotes in request\r\n")
+	bad.ExpectClosed()
 	in.Stop()
 
 	log := logs.String()

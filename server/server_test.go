@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
@@ -504,26 +505,26 @@ func TestAuth(t *testing.T) {
 
 func TestAuthRaw(t *testing.T) {
 	in := servertest.Start(t, servertest.Options{Server: server.Options{Password: "pw"}})
-	rc := dialRaw(t, in.Addr)
-	rc.send("PING\r\n" + cmd("HELLO") + cmd("HELLO", "3") + cmd("HELLO", "3", "AUTH", "default", "bad") +
-		cmd("AUTH", "bad") + cmd("INCR", "a"))
+	rc := rawresp.Dial(t, in.Addr)
+	rc.Send("PING\r\n" + rawresp.Cmd("HELLO") + rawresp.Cmd("HELLO", "3") + rawresp.Cmd("HELLO", "3", "AUTH", "default", "bad") +
+		rawresp.Cmd("AUTH", "bad") + rawresp.Cmd("INCR", "a"))
 	noauthHello := "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> " +
 		"option can be used to authenticate the client and select the RESP protocol version at the same time\r\n"
-	rc.expect("-NOAUTH Authentication required.\r\n" + noauthHello + noauthHello +
+	rc.Expect("-NOAUTH Authentication required.\r\n" + noauthHello + noauthHello +
 		"-WRONGPASS invalid username-password pair or user is disabled.\r\n" +
 		"-WRONGPASS invalid username-password pair or user is disabled.\r\n" +
 		"-NOAUTH Authentication required.\r\n")
 	// HELLO with AUTH authenticates and switches protocol at once.
-	rc.send(cmd("HELLO", "3", "AUTH", "default", "pw", "SETNAME", "me") + cmd("CLIENT", "GETNAME") + cmd("INCR", "a"))
-	rc.expect(helloReply(3, 1)) // the first connection of a new server has id 1
-	rc.expect("$2\r\nme\r\n:1\r\n")
-	rc.send(cmd("INFO", "stats"))
-	if got := rc.line(); !strings.HasPrefix(got, "=") {
+	rc.Send(rawresp.Cmd("HELLO", "3", "AUTH", "default", "pw", "SETNAME", "me") + rawresp.Cmd("CLIENT", "GETNAME") + rawresp.Cmd("INCR", "a"))
+	rc.Expect(helloReply(3, 1)) // the first connection of a new server has id 1
+	rc.Expect("$2\r\nme\r\n:1\r\n")
+	rc.Send(rawresp.Cmd("INFO", "stats"))
+	if got := rc.Line(); !strings.HasPrefix(got, "=") {
 		t.Fatalf("INFO in RESP3: %q", got)
 	}
 	var stats strings.Builder
 	for {
-		l := rc.line()
+		l := rc.Line()
 		stats.WriteString(l)
 		if l == "\r\n" {
 			break
@@ -533,10 +534,10 @@ func TestAuthRaw(t *testing.T) {
 		t.Errorf("INFO stats after two failed AUTHs:\n%s", stats.String())
 	}
 	// QUIT needs no authentication.
-	rc2 := dialRaw(t, in.Addr)
-	rc2.send("QUIT\r\n")
-	rc2.expect("+OK\r\n")
-	rc2.expectEOF()
+	rc2 := rawresp.Dial(t, in.Addr)
+	rc2.Send("QUIT\r\n")
+	rc2.Expect("+OK\r\n")
+	rc2.ExpectClosed()
 }
 
 func TestConnectionCommands(t *testing.T) {
