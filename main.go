@@ -101,6 +101,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		MaxRequestBytes: cfg.Server.MaxRequestBytes,
 		IdleTimeout:     cfg.Server.IdleTimeout,
 		MaxPipeline:     cfg.Server.MaxPipeline,
+		EventLoops:      cfg.Server.EventLoops,
 		TLS:             tlsConf,
 	})
 	ln, err := net.Listen("tcp", cfg.Server.Addr)

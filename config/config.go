@@ -46,6 +46,7 @@ type ServerConfig struct {
 	MaxRequestBytes int           // server.max_request_bytes: largest request accepted
 	IdleTimeout     time.Duration // server.idle_timeout: close idle connections, 0 = never
 	MaxPipeline     int           // server.max_pipeline: commands a connection runs per turn before its replies are written
+	EventLoops      int           // server.event_loops: event loops serving plain TCP, 0 = one per core but one, -1 = a goroutine per connection
 	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
 	TLSKey          string        // server.tls_key: PEM key file for TLSCert
 	ProtectedMode   bool          // server.protected_mode: refuse a non-loopback addr without a password
@@ -161,6 +162,7 @@ func keys() []key {
 		{"server.max_request_bytes", "largest request a client may send, in bytes", func(c *Config) any { return &c.Server.MaxRequestBytes }},
 		{"server.idle_timeout", "close connections idle this long; 0: never", func(c *Config) any { return &c.Server.IdleTimeout }},
 		{"server.max_pipeline", "commands a connection runs per turn before its replies are written", func(c *Config) any { return &c.Server.MaxPipeline }},
+		{"server.event_loops", "event loops serving plain TCP connections; 0: one per core but one; -1: a goroutine per connection", func(c *Config) any { return &c.Server.EventLoops }},
 		{"server.tls_cert", "PEM certificate file; set with server.tls_key to serve TLS", func(c *Config) any { return &c.Server.TLSCert }},
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},

@@ -56,6 +56,7 @@ func (c Config) Validate() error {
 	atLeast("server.max_request_bytes", int64(s.MaxRequestBytes), 1024)
 	notNegative("server.idle_timeout", s.IdleTimeout)
 	atLeast("server.max_pipeline", int64(s.MaxPipeline), 1)
+	atLeast("server.event_loops", int64(s.EventLoops), -1)
 	if s.ProtectedMode && s.Password == "" && checkAddr(s.Addr) == nil && !loopback(s.Addr) {
 		// Redis's protected mode: an ID service open to the network without
 		// a password lets anyone take IDs (and, with auto-create, make tags).

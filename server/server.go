@@ -35,9 +35,10 @@ type Options struct {
 	// Now is the clock (uptime, connection age); nil is time.Now.
 	Now func() time.Time
 	// EventLoops is the number of event loops serving plain TCP
-	// connections on Linux; 0 is one per core. A negative number turns
-	// them off: every connection then has a goroutine of its own, as TLS
-	// connections and any other system always do (resp.Options).
+	// connections on Linux; 0 is one per core but one
+	// (resp.DefaultEventLoops). A negative number turns them off: every
+	// connection then has a goroutine of its own, as TLS connections and
+	// any other system always do.
 	EventLoops int
 
 	// MaxClients is the most connections open at once; a new connection
