@@ -214,13 +214,11 @@ func TestMySQLLockedTimesOut(t *testing.T) {
 	if err := tx.QueryRowContext(t.Context(), `SELECT max_id FROM leaf_alloc WHERE biz_tag = 't' FOR UPDATE`).Scan(&maxID); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	_, err = s.Take(t.Context(), "t", 0)
 	if !errors.Is(err, persist.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		// DeadlineExceeded is the query timeout's: the lock's own wait
+		// (busy_timeout, innodb_lock_wait_timeout) ends with another error.
 		t.Fatalf("Take under a held lock: err = %v, want ErrUnavailable and DeadlineExceeded", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("Take waited %v, want about the 300ms query timeout", d)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)

@@ -286,13 +286,11 @@ func TestSQLiteLockedTimesOut(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	_, err = s.Take(t.Context(), "t", 0)
 	if !errors.Is(err, persist.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		// DeadlineExceeded is the query timeout's: the lock's own wait
+		// (busy_timeout, innodb_lock_wait_timeout) ends with another error.
 		t.Fatalf("Take under a held lock: err = %v, want ErrUnavailable and DeadlineExceeded", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("Take waited %v, want about the 300ms query timeout", d)
 	}
 	if _, err := conn.ExecContext(t.Context(), `ROLLBACK`); err != nil {
 		t.Fatal(err)
