@@ -18,6 +18,12 @@
 // costs one read and one write; with a Session that allocates nothing, a
 // command allocates nothing on the way (TestTurnZeroAlloc).
 //
+// There is one loop per core but one by default (DefaultEventLoops). The
+// loops are leaf's own, on epoll: on gnet v2 the same connection code
+// spent more CPU per request and answered fewer (README.md, Performance),
+// and gnet reads every readable socket into a buffer without bound, where
+// a loop here stops reading from a client that does not take its replies.
+//
 // # Commands that block
 //
 // A Session runs a command that might wait (on a database, say) only when

@@ -317,7 +317,6 @@ func (s *Server) accept(nc net.Conn) {
 	s.mu.Unlock()
 	s.accepted.Add(1)
 	c.sess = s.h.Open(c)
-	s.log.Debug("client connected", "addr", c.addr)
 	if c.lp != nil {
 		c.lp.give(c)
 		return
