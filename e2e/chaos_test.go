@@ -38,8 +38,11 @@ const (
 
 var chaosTags = []string{"chaos_a", "chaos_b", "chaos_c", "chaos_d"}
 
-// chaosEnv: tiny segments, so that ranges switch all the time.
-var chaosEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=20", "LEAF_SEGMENT_MAX_STEP=200", "LEAF_LOG_LEVEL=info"}
+// chaosEnv: tiny segments, so that ranges switch all the time, and a
+// load_timeout that three processes writing one SQLite file on a busy
+// machine do not run out (the default 2 s bounds a start-up's schema
+// check too, and a process that cannot open its store exits).
+var chaosEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=20", "LEAF_SEGMENT_MAX_STEP=200", "LEAF_SEGMENT_LOAD_TIMEOUT=10s", "LEAF_LOG_LEVEL=info"}
 
 // TestChaos runs the chaos on one MariaDB database and on one SQLite file
 // shared by the three processes.

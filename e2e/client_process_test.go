@@ -35,8 +35,9 @@ const (
 )
 
 // cpEnv: tiny segments, so that the servers go to the database all the
-// time, and leases of up to 100 IDs take ranges of their own.
-var cpEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=50", "LEAF_SEGMENT_MAX_STEP=400", "LEAF_LOG_LEVEL=info"}
+// time, and leases of up to 100 IDs take ranges of their own; a
+// load_timeout a busy machine does not run out, as chaosEnv's.
+var cpEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=50", "LEAF_SEGMENT_MAX_STEP=400", "LEAF_SEGMENT_LOAD_TIMEOUT=10s", "LEAF_LOG_LEVEL=info"}
 
 // TestClientProcesses: no ID twice across the three processes, and each
 // goroutine's IDs increase, through SIGKILLs and SIGTERMs of the servers;

@@ -192,7 +192,9 @@ func TestMySQLGuardFollowsLeafCollation(t *testing.T) {
 // bounds the wait and the failure is ErrUnavailable.
 func TestMySQLLockedTimesOut(t *testing.T) {
 	dsn := mysqltest.DSN(t)
-	s, err := mysql.Open(t.Context(), dsn, persist.Options{CreateSchema: true, QueryTimeout: 300 * time.Millisecond})
+	// The timeout is long enough for the set-up's queries on a busy
+	// machine, far below innodb_lock_wait_timeout (50 s).
+	s, err := mysql.Open(t.Context(), dsn, persist.Options{CreateSchema: true, QueryTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,9 @@ func sqliteChild(t *testing.T, path string) {
 func TestSQLiteLockedTimesOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leaf.db")
 	s, err := sqlite.Open(t.Context(), path, persist.Options{
-		CreateSchema: true, BusyTimeout: 30 * time.Second, QueryTimeout: 300 * time.Millisecond,
+		// Long enough for the set-up's queries on a busy machine, far
+		// below the busy timeout.
+		CreateSchema: true, BusyTimeout: 5 * time.Minute, QueryTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
