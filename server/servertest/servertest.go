@@ -56,7 +56,9 @@ func Start(tb testing.TB, opts Options) *Instance {
 	if path == "" {
 		path = filepath.Join(tb.TempDir(), "leaf.db")
 	}
-	db, err := sqlite.Open(ctx, path, persist.Options{CreateSchema: true})
+	// A test's server waits for SQLite's write lock as long as a busy
+	// machine needs (a thousand give-backs queue for it at Stop).
+	db, err := sqlite.Open(ctx, path, persist.Options{CreateSchema: true, BusyTimeout: time.Minute})
 	if err != nil {
 		tb.Fatalf("servertest: open sqlite %s: %v", path, err)
 	}
