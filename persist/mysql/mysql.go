@@ -1,6 +1,6 @@
 // Package mysql is leaf's store on MySQL 5.7+, MariaDB 10.x and TiDB
 // (go-sql-driver/mysql), on the shared SQL core of persist and Leaf's own
-// leaf_alloc table, so existing Leaf databases work unchanged. Deferred
+// leaf_alloc table, so existing Leaf databases work unchanged. OpenDeferred
 // opens it lazily, for a server that must start while the database is down.
 package mysql
 
@@ -174,6 +174,26 @@ func Open(ctx context.Context, dsn string, opts persist.Options) (*Store, error)
 		return nil, fmt.Errorf("persist: open mysql: %w", err)
 	}
 	return m, nil
+}
+
+// OpenDeferred is Open for a server that must start while the database is
+// down (persist.Deferred): when it cannot be reached (persist.ErrUnavailable:
+// refused, timed out, shutting down), the store opens it on first use.
+// Every other error, a bad DSN or a refused password, is returned, as by
+// Open, without the DSN.
+func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*persist.Deferred, error) {
+	cfg, err := config(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("persist: open mysql: %w", err)
+	}
+	return persist.OpenDeferred(ctx, "mysql", func(ctx context.Context) (persist.Backend, error) {
+		// open sets parameters of its own (TiDB's): each attempt gets a copy.
+		m, err := open(ctx, cfg.Clone(), opts)
+		if err != nil {
+			return nil, fmt.Errorf("persist: open mysql: %w", err)
+		}
+		return m, nil
+	}, opts.Log(), "addr", cfg.Addr, "db", cfg.DBName)
 }
 
 func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store, error) {
