@@ -31,15 +31,6 @@ func TestPostgres(t *testing.T) {
 	}
 }
 
-func BenchmarkTake(b *testing.B) {
-	dsn := postgrestest.DSN(b)
-	s, err := postgres.Open(b.Context(), dsn, storetest.BenchOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	storetest.BenchmarkTake(b, s)
-}
-
 // openRaw is a plain handle on dsn for the test's own SQL, closed at cleanup.
 func openRaw(t *testing.T, dsn string) *sql.DB {
 	t.Helper()
