@@ -130,6 +130,19 @@ type Dialect struct {
 	Returning bool
 	// NoTable tells the error of a query on a missing table.
 	NoTable func(error) bool
+	// Denied tells the error of a statement the user lacks a privilege
+	// for; nil where there are no privileges (SQLite).
+	Denied func(error) bool
+	// Grant returns the GRANT statement that gives the connected user
+	// privileges on table, for messages; q reads who that is.
+	Grant func(ctx context.Context, q Querier, privileges, table string) string
+	// ReadOnly tells the error of a write refused because the server or
+	// the session is read-only; nil: none.
+	ReadOnly func(error) bool
+	// ReadOnlyState returns why the database is read-only, as a server
+	// tells in its settings ("" when writable), for a check at open where
+	// a write's error would not say it; nil: no such check.
+	ReadOnlyState func(ctx context.Context, q Querier) string
 	// MaxOpenConns and ConnMaxLifetime are the pool's defaults, for zero
 	// Options fields (ConnMaxLifetime 0: never recycled).
 	MaxOpenConns    int
@@ -176,6 +189,9 @@ type Core struct {
 	// guard: the leaf_guard table is there, so Take and GiveBack keep the
 	// persistent high-water mark. Set by InitSchema, before any other use.
 	guard bool
+	// grantInsert is the GRANT that lets Create work, when InitSchema found
+	// that the user may not insert into leaf_alloc ("" otherwise).
+	grantInsert string
 }
 
 // NewCore makes the shared SQL core over db, which it owns from now on
@@ -271,65 +287,6 @@ func newStatements(d *Dialect) statements {
 	}
 }
 
-// InitSchema creates the tables when asked and checks that leaf_alloc is
-// there with Leaf's columns. leaf_guard is optional: when it is missing
-// (and create is off) the persistent guard is off and a warning says how
-// to create it; when it is there it must have leaf's columns.
-func (c *Core) InitSchema(ctx context.Context, create bool) error {
-	ctx, cancel := c.Deadline(ctx)
-	defer cancel()
-	if err := c.db.PingContext(ctx); err != nil {
-		return c.Wrap(err)
-	}
-	if create {
-		if _, err := c.db.ExecContext(ctx, c.d.CreateTable); err != nil {
-			return fmt.Errorf("create table leaf_alloc: %w", c.Wrap(err))
-		}
-	}
-	if err := c.checkTable(ctx, c.q.checkAlloc); err != nil {
-		if c.d.NoTable(err) {
-			return fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
-		}
-		return err
-	}
-	ddl := c.d.GuardDDL(ctx, c.db)
-	if create {
-		if _, err := c.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create table leaf_guard: %w", c.Wrap(err))
-		}
-	}
-	if err := c.checkTable(ctx, c.q.checkGuard); err != nil {
-		if !c.d.NoTable(err) {
-			return fmt.Errorf("table leaf_guard (want biz_tag, high): %w", err)
-		}
-		c.log.Warn("persist: table leaf_guard is missing and schema creation is off, so the persistent guard is off: "+
-			"a server that starts after a row was deleted and re-created, or after max_id was lowered by hand, "+
-			"hands out IDs again that were handed out before; create the table to turn the guard on "+
-			"(store.create_schema: true creates it)", "backend", c.d.Name, "sql", ddl)
-		return nil
-	}
-	c.guard = true
-	return nil
-}
-
-// checkTable runs query (a SELECT of the columns leaf needs, matching no
-// row). A missing table comes back as the driver's error (Dialect.NoTable tells
-// it); a failure to reach the database wrapped with ErrUnavailable; any
-// other error as ErrSchema.
-func (c *Core) checkTable(ctx context.Context, query string) error {
-	rows, err := c.db.QueryContext(ctx, query)
-	if err != nil {
-		switch {
-		case c.d.NoTable(err):
-			return err
-		case c.isUnavailable(err):
-			return c.Wrap(err)
-		}
-		return fmt.Errorf("%w: %w", ErrSchema, err)
-	}
-	return c.Wrap(rows.Close())
-}
-
 // GuardEnabled reports whether the persistent guard is on: the leaf_guard
 // table was there when the store was opened.
 func (c *Core) GuardEnabled() bool { return c.guard }
@@ -356,17 +313,28 @@ func (c *Core) isUnavailable(err error) bool {
 	return c.d.Unavailable(err)
 }
 
-// Wrap adds ErrUnavailable to the chain of connection and timeout errors,
-// keeping the original error in the chain too.
+// Wrap adds ErrUnavailable to the chain of connection and timeout errors
+// (and ErrReadOnly to a refused write of a read-only database), and
+// ErrDenied to a missing privilege's, keeping the original error in the
+// chain too.
 func (c *Core) Wrap(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDenied) {
 		return err
+	}
+	if c.d.ReadOnly != nil && c.d.ReadOnly(err) && !errors.Is(err, ErrReadOnly) {
+		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
 	if c.isUnavailable(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	if c.denied(err) {
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	}
 	return err
 }
+
+// denied tells the error of a statement the user lacks a privilege for.
+func (c *Core) denied(err error) bool { return c.d.Denied != nil && c.d.Denied(err) }
 
 // Retry policy for deadlocks, lock wait timeouts and serialization
 // failures: exponential backoff with jitter, as long as the context's
@@ -668,6 +636,10 @@ func (c *Core) Create(ctx context.Context, name string, step int64, description 
 	var created bool
 	err := c.do(ctx, "create", name, func(ctx context.Context) error {
 		n, err := affected(ctx, c.db, c.q.insertIfAbsent, name, step, description)
+		if err != nil && c.denied(err) {
+			return fmt.Errorf("%w: creating a tag needs INSERT on leaf_alloc (%s): %w",
+				ErrDenied, cmp.Or(c.grantInsert, "GRANT INSERT ON leaf_alloc"), err)
+		}
 		created = n == 1
 		return err
 	})

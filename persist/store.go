@@ -43,6 +43,12 @@ var (
 	// ErrUnavailable. The range is never served: the next Take reads
 	// max_id again and starts above it if it was taken.
 	ErrAmbiguous = errors.New("persist: outcome unknown: the database may have committed")
+	// ErrDenied: the database refused a statement for lack of a privilege
+	// of the user; the error names the GRANT that gives it.
+	ErrDenied = errors.New("persist: permission denied")
+	// ErrReadOnly: the database refuses writes: a replica, a server in
+	// read-only mode, or sessions whose transactions are read-only.
+	ErrReadOnly = errors.New("persist: the database is read-only")
 )
 
 // Tag is one row of leaf_alloc.

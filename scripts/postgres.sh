@@ -30,8 +30,10 @@
 # cluster, password and port, so the DSN clients hold stays valid; only when
 # that port is taken meanwhile does it pick another (and print the new DSN).
 #
-# The role "leaf" may create databases and roles (not a superuser), which is
-# what persist/postgres/postgrestest does: one fresh database per test.
+# The role "leaf" may create databases and roles, and end other roles'
+# sessions (pg_signal_backend), but is not a superuser: what
+# persist/postgres/postgrestest needs for one fresh database per test, and
+# roles with the grants of an application.
 # Typical use:
 #
 #   eval "export $(scripts/postgres.sh start /tmp/leaf-postgres)"
@@ -272,7 +274,8 @@ start() {
 				CREATE ROLE leaf LOGIN CREATEDB CREATEROLE;
 			END IF;
 		END \$\$;
-		ALTER ROLE leaf PASSWORD '$pw';" >/dev/null ||
+		ALTER ROLE leaf PASSWORD '$pw';
+		GRANT pg_signal_backend TO leaf;" >/dev/null ||
 		die "could not create the role leaf"
 	if ! psql_admin "$cluster" "$port" "SELECT 1 FROM pg_database WHERE datname = 'leaf'" -t | grep -q 1; then
 		psql_admin "$cluster" "$port" "CREATE DATABASE leaf OWNER leaf" >/dev/null ||

@@ -104,6 +104,7 @@ const (
 	deadlockDetected        = "40P01"
 	statementUnknown        = "40003" // CockroachDB: the outcome is ambiguous
 	undefinedTable          = "42P01"
+	insufficientPrivilege   = "42501"
 	readOnlyTransaction     = "25006"
 	adminShutdown           = "57P01" // pg_terminate_backend, smart or fast shutdown
 	crashShutdown           = "57P02"
@@ -149,14 +150,48 @@ func dialect() *persist.Dialect {
 			}
 			return false
 		},
-		Ambiguous: func(err error) bool { return sqlState(err) == statementUnknown },
-		NoTable:   func(err error) bool { return sqlState(err) == undefinedTable },
-		Returning: true,
+		Ambiguous:     func(err error) bool { return sqlState(err) == statementUnknown },
+		NoTable:       func(err error) bool { return sqlState(err) == undefinedTable },
+		Denied:        func(err error) bool { return sqlState(err) == insufficientPrivilege },
+		Grant:         grant,
+		ReadOnly:      func(err error) bool { return sqlState(err) == readOnlyTransaction },
+		ReadOnlyState: readOnlyState,
+		Returning:     true,
 		// Connections are recycled below common proxy and server idle
 		// limits.
 		MaxOpenConns:    10,
 		ConnMaxLifetime: 3 * time.Minute,
 	}
+}
+
+// grant is the GRANT of privileges on table, in the session's schema, to
+// the connected role.
+func grant(ctx context.Context, q persist.Querier, privileges, table string) string {
+	var role, schema sql.NullString
+	_ = q.QueryRowContext(ctx, `SELECT current_user, current_schema()`).Scan(&role, &schema)
+	name := pgx.Identifier{table}
+	if schema.String != "" {
+		name = pgx.Identifier{schema.String, table}
+	}
+	return fmt.Sprintf("GRANT %s ON %s TO %s", privileges, name.Sanitize(), pgx.Identifier{role.String}.Sanitize())
+}
+
+// readOnlyState says why the session's transactions are read-only ("" when
+// they are not): a standby, or default_transaction_read_only set for the
+// role, the database or the DSN.
+func readOnlyState(ctx context.Context, q persist.Querier) string {
+	var recovery sql.NullBool
+	var ro sql.NullString
+	if err := q.QueryRowContext(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')`).Scan(&recovery, &ro); err != nil {
+		return ""
+	}
+	switch {
+	case recovery.Bool:
+		return "a standby in recovery"
+	case ro.String == "on":
+		return "transaction_read_only is on: default_transaction_read_only is set for the role, the database or in the DSN"
+	}
+	return ""
 }
 
 // unavailable tells the errors of a database that cannot be reached, is

@@ -31,6 +31,29 @@ func TestPostgres(t *testing.T) {
 	}
 }
 
+// An existing Leaf database and the grants a DBA gives an application.
+func TestPostgresGrants(t *testing.T) {
+	storetest.RunGrants(t, func(t *testing.T) storetest.Grants {
+		dsn := postgrestest.DSN(t)
+		open := func(dsn string) storetest.OpenFunc {
+			return func(t *testing.T, opts persist.Options) (persist.Store, error) {
+				return postgres.Open(t.Context(), dsn, opts)
+			}
+		}
+		return storetest.Grants{
+			DB:      storetest.NewDBOn(t, postgrestest.Raw(t, dsn), open(dsn)),
+			LeafDDL: postgrestest.LeafDDL,
+			User: func(t *testing.T, grants ...string) storetest.OpenFunc {
+				for i, g := range grants {
+					grants[i] = strings.Replace(g, " ON *", " ON ALL TABLES IN SCHEMA public", 1)
+				}
+				return open(postgrestest.Role(t, dsn, grants...))
+			},
+			ReadOnly: open(postgrestest.WithParam(t, dsn, "default_transaction_read_only", "on")),
+		}
+	})
+}
+
 // openRaw is a plain handle on dsn for the test's own SQL, closed at cleanup.
 func openRaw(t *testing.T, dsn string) *sql.DB {
 	t.Helper()

@@ -24,6 +24,18 @@ import (
 	"github.com/leaf-id/leaf/persist/storetest"
 )
 
+// LeafDDL is Meituan Leaf's CREATE TABLE of leaf_alloc in PostgreSQL's
+// types, as a user moving a Leaf database over would write it (Leaf's own
+// is MySQL's), for tests of existing Leaf databases.
+const LeafDDL = `CREATE TABLE leaf_alloc (
+  biz_tag     varchar(128) NOT NULL DEFAULT '',
+  max_id      bigint       NOT NULL DEFAULT 1,
+  step        integer      NOT NULL,
+  description varchar(256) DEFAULT NULL,
+  update_time timestamp    NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)
+)`
+
 // EnvDSN names the environment variable that holds the DSN of a
 // PostgreSQL role allowed to create databases and roles.
 const EnvDSN = "LEAF_TEST_POSTGRES_DSN"
@@ -198,4 +210,31 @@ func randomHex() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Role creates a role of its own for the test (leaf_u_<hex>, with a random
+// password), dropped by t.Cleanup, gives it grants in the database of dsn,
+// and returns dsn logging in as that role. Each grant is "PRIVILEGES ON
+// OBJECT", e.g. "SELECT, UPDATE ON leaf_alloc" or "SELECT, INSERT, UPDATE
+// ON ALL TABLES IN SCHEMA public": the grants a DBA gives an application.
+func Role(t testing.TB, dsn string, grants ...string) string {
+	t.Helper()
+	name := "leaf_u_" + randomHex()[:8]
+	pw := randomHex()
+	Exec(t, dsn, "CREATE ROLE "+name+" LOGIN PASSWORD '"+pw+"'")
+	t.Cleanup(func() {
+		// The database first (DSN's cleanup then finds it gone): its
+		// privileges go with it, and a role with none can be dropped.
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := adminConfig(t).ConnString()
+		Exec(t, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{cfg.Database}.Sanitize()+" WITH (FORCE)")
+		Exec(t, admin, "DROP ROLE IF EXISTS "+name)
+	})
+	for _, g := range grants {
+		Exec(t, dsn, "GRANT "+g+" TO "+name)
+	}
+	return WithUser(t, dsn, name, pw)
 }
