@@ -51,10 +51,13 @@ var (
 )
 
 // The DDL of DESIGN.md §2 in PostgreSQL's types. biz_tag compares byte for
-// byte (COLLATE "C"), as on SQLite and MySQL; update_time has no ON UPDATE
-// in PostgreSQL: every statement of leaf that changes a row sets it.
+// byte, as on SQLite and MySQL: the database's default collation is
+// deterministic, so only equal bytes are equal (no COLLATE: CockroachDB's
+// collated strings compare only with strings of the same collation).
+// update_time has no ON UPDATE in PostgreSQL: every statement of leaf that
+// changes a row sets it.
 const createTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
-  biz_tag     VARCHAR(128) COLLATE "C" NOT NULL DEFAULT '',
+  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
   max_id      BIGINT       NOT NULL DEFAULT 1,
   step        INTEGER      NOT NULL,
   description VARCHAR(256) DEFAULT NULL,
@@ -62,26 +65,26 @@ const createTable = `CREATE TABLE IF NOT EXISTS leaf_alloc (
   PRIMARY KEY (biz_tag)
 )`
 
-// The persistent guard, leaf's own table. %s is biz_tag's collation, that
-// of leaf_alloc.biz_tag (guardDDL).
+// The persistent guard, leaf's own table. %s gives biz_tag the collation of
+// leaf_alloc.biz_tag, when that has one of its own (guardDDL).
 const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
-  biz_tag VARCHAR(128) COLLATE %s NOT NULL,
+  biz_tag VARCHAR(128)%s NOT NULL,
   high    BIGINT       NOT NULL,
   PRIMARY KEY (biz_tag)
 )`
 
 // guardDDL is the CREATE TABLE of leaf_guard, its biz_tag compared as
-// leaf_alloc's is (a nondeterministic collation would make two spellings
-// share one row of leaf_alloc, and must then share the guard's too).
-// Without leaf_alloc, or with the database's default collation, "C".
+// leaf_alloc's is: a nondeterministic collation makes two spellings share
+// one row of leaf_alloc, and they must then share the guard's too.
+// Without leaf_alloc, or with the database's default collation, none.
 func guardDDL(ctx context.Context, q persist.Querier) string {
 	var coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT collation_name FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = 'leaf_alloc' AND column_name = 'biz_tag'`).Scan(&coll)
 	if err != nil || !coll.Valid || !identifier(coll.String) {
-		return fmt.Sprintf(createGuard, `"C"`)
+		return fmt.Sprintf(createGuard, "")
 	}
-	return fmt.Sprintf(createGuard, `"`+coll.String+`"`)
+	return fmt.Sprintf(createGuard, ` COLLATE "`+coll.String+`"`)
 }
 
 // identifier reports whether s is a plain name (letters, digits, '_', '-',

@@ -44,9 +44,6 @@ func TestPostgresGrants(t *testing.T) {
 			DB:      storetest.NewDBOn(t, postgrestest.Raw(t, dsn), open(dsn)),
 			LeafDDL: postgrestest.LeafDDL,
 			User: func(t *testing.T, grants ...string) storetest.OpenFunc {
-				for i, g := range grants {
-					grants[i] = strings.Replace(g, " ON *", " ON ALL TABLES IN SCHEMA public", 1)
-				}
 				return open(postgrestest.Role(t, dsn, grants...))
 			},
 			ReadOnly: open(postgrestest.WithParam(t, dsn, "default_transaction_read_only", "on")),

@@ -215,8 +215,9 @@ func randomHex() string {
 // Role creates a role of its own for the test (leaf_u_<hex>, with a random
 // password), dropped by t.Cleanup, gives it grants in the database of dsn,
 // and returns dsn logging in as that role. Each grant is "PRIVILEGES ON
-// OBJECT", e.g. "SELECT, UPDATE ON leaf_alloc" or "SELECT, INSERT, UPDATE
-// ON ALL TABLES IN SCHEMA public": the grants a DBA gives an application.
+// OBJECT", OBJECT a table or "*" (every table of the schema public), e.g.
+// "SELECT, UPDATE ON leaf_alloc": the grants a DBA gives an application,
+// written as for mysqltest.User.
 func Role(t testing.TB, dsn string, grants ...string) string {
 	t.Helper()
 	name := "leaf_u_" + randomHex()[:8]
@@ -234,6 +235,7 @@ func Role(t testing.TB, dsn string, grants ...string) string {
 		Exec(t, admin, "DROP ROLE IF EXISTS "+name)
 	})
 	for _, g := range grants {
+		g = strings.Replace(g, " ON *", " ON ALL TABLES IN SCHEMA public", 1)
 		Exec(t, dsn, "GRANT "+g+" TO "+name)
 	}
 	return WithUser(t, dsn, name, pw)
