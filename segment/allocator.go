@@ -136,7 +136,9 @@ type Allocator struct {
 	loadFailures atomic.Int64
 	guardTrips   atomic.Int64
 	guardRepairs atomic.Int64
-	h            health // the store's state (health.go)
+	retries      atomic.Int64 // Takes the database made run again
+	ambiguous    atomic.Int64 // Takes whose outcome was left unknown
+	h            health       // the store's state (health.go)
 
 	stop     context.CancelFunc
 	syncDone chan struct{}
