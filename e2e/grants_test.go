@@ -26,6 +26,8 @@ import (
 //     be created, serves as Leaf does (first ID 1, Leaf's HTTP API 2,
 //     max_id 2001, 3 after a clean stop), INFO shows guard_table:0, and
 //     LEAF.CREATE answers an error naming INSERT;
+//   - the same grant, auto-create on: an unknown tag is an error naming
+//     INSERT (not TRYAGAIN), and the known tag serves on;
 //   - SELECT, INSERT, UPDATE on the whole database, auto-create on: new
 //     tags are created on first use.
 func TestLeafDatabaseLeastPrivilege(t *testing.T) {
@@ -54,7 +56,8 @@ func TestLeafDatabaseLeastPrivilege(t *testing.T) {
 			st.exec(t, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 1, 2000, 'Test leaf Segment Mode Get Id')`, tag)
 
 			dir := t.TempDir()
-			env := []string{"LEAF_STORE_DRIVER=" + be.driver, "LEAF_STORE_DSN=" + user("SELECT, UPDATE ON leaf_alloc"),
+			app := user("SELECT, UPDATE ON leaf_alloc")
+			env := []string{"LEAF_STORE_DRIVER=" + be.driver, "LEAF_STORE_DSN=" + app,
 				"LEAF_STORE_CREATE_SCHEMA=false", "LEAF_SEGMENT_AUTO_CREATE=false", "LEAF_HTTP_ADDR=127.0.0.1:0"}
 			p := startLeaf(t, dir, env...)
 			for _, warning := range []string{"so the persistent guard is off", "may not insert into leaf_alloc"} {
@@ -88,13 +91,27 @@ func TestLeafDatabaseLeastPrivilege(t *testing.T) {
 				t.Fatalf("max_id after a clean stop = %d, want 3 (the unused tail given back)", got)
 			}
 
+			// The same grant, auto-create on: an unknown tag says why it
+			// cannot be made.
+			p = startLeaf(t, dir, "LEAF_STORE_DRIVER="+be.driver, "LEAF_STORE_DSN="+app)
+			c = patientClient(t, p)
+			_, reply, err := incrErr(c, "new")
+			if err != nil || !strings.HasPrefix(reply, "ERR unknown tag 'new', and the database refuses to create it: ") ||
+				!strings.Contains(reply, "INSERT") || !strings.Contains(reply, "GRANT") {
+				t.Errorf("INCR of a new tag without INSERT = %v, %q; want an error naming INSERT and its GRANT", err, reply)
+			}
+			if id := incr(t, c, tag); id != 3 {
+				t.Fatalf("INCR %s after the restart = %d, want 3", tag, id)
+			}
+			p.Stop(syscall.SIGTERM)
+
 			// The whole database's DML, auto-create on: new tags are made.
 			env = []string{"LEAF_STORE_DRIVER=" + be.driver, "LEAF_STORE_DSN=" + user("SELECT, INSERT, UPDATE ON *"),
 				"LEAF_STORE_CREATE_SCHEMA=false"}
 			p = startLeaf(t, dir, env...)
 			c = patientClient(t, p)
-			if id := incr(t, c, tag); id != 3 {
-				t.Fatalf("INCR %s after the restart = %d, want 3", tag, id)
+			if id := incr(t, c, tag); id != 4 {
+				t.Fatalf("INCR %s after the restart = %d, want 4", tag, id)
 			}
 			if id := incr(t, c, "created"); id != 1 {
 				t.Fatalf("INCR of a new tag = %d, want 1", id)
