@@ -258,6 +258,17 @@ func (s *dbServer) password() string {
 	return pw
 }
 
+// rootSQL runs stmt as MariaDB's root over its socket (the root account
+// authenticates the system's root user: the tests run as root).
+func (s *dbServer) rootSQL(stmt string) {
+	s.t.Helper()
+	out, err := exec.Command("mariadb", "--no-defaults", "--socket="+filepath.Join(s.dir, "mariadb.sock"),
+		"-u", "root", "-e", stmt).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("%s as root: %v\n%s", stmt, err, out)
+	}
+}
+
 // env points leaf at the server.
 func (s *dbServer) env() []string {
 	return []string{"LEAF_STORE_DRIVER=" + s.driver, "LEAF_STORE_DSN=" + s.dsn}

@@ -33,13 +33,38 @@ func TestDatabaseOutage(t *testing.T) {
 	servers := []struct {
 		name string
 		own  func(t *testing.T) *dbServer
+		more func(t *testing.T, db *dbServer) // on the same server
 	}{
-		{"MySQL", ownMariaDB},
-		{"PostgreSQL", ownPostgres},
+		{"MySQL", ownMariaDB, testReadOnlyServer},
+		{"PostgreSQL", ownPostgres, nil},
 	}
 	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) { testDatabaseOutage(t, srv.own(t)) })
+		t.Run(srv.name, func(t *testing.T) {
+			db := srv.own(t)
+			testDatabaseOutage(t, db)
+			if srv.more != nil {
+				srv.more(t, db)
+			}
+		})
 	}
+}
+
+// testReadOnlyServer: a MariaDB made read-only (read_only, as a replica):
+// leaf does not start, and says so, instead of failing on a connection the
+// driver drops (the read-only refusals of sessions, and PostgreSQL's, are
+// in persist's grant tests).
+func testReadOnlyServer(t *testing.T, db *dbServer) {
+	t.Run("ReadOnlyServer", func(t *testing.T) {
+		st := mysqlStoreAt(t, db.dsn)
+		st.exec(t, "CREATE TABLE IF NOT EXISTS leaf_alloc (biz_tag VARCHAR(128) NOT NULL PRIMARY KEY, max_id BIGINT NOT NULL DEFAULT 1, "+
+			"step INT NOT NULL, description VARCHAR(256), update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+		db.rootSQL("SET GLOBAL read_only = ON")
+		t.Cleanup(func() { db.rootSQL("SET GLOBAL read_only = OFF") })
+		code, stderr := runLeafToExit(t, t.TempDir(), append(db.env(), "LEAF_STORE_CREATE_SCHEMA=false")...)
+		if code == 0 || !strings.Contains(stderr, "the database is read-only") || !strings.Contains(stderr, "read_only is ON") {
+			t.Fatalf("leaf on a read-only server: exit %d, want a refusal saying the server is read-only:\n%s", code, stderr)
+		}
+	})
 }
 
 func testDatabaseOutage(t *testing.T, db *dbServer) {
