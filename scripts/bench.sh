@@ -105,20 +105,6 @@ if [ "$GO_BENCH" != 0 ]; then
 	take_bench
 fi
 
-# free_port: a random port on 127.0.0.1 that nothing listens on now.
-free_port() {
-	local port i
-	for ((i = 0; i < 100; i++)); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			echo "$port"
-			return 0
-		fi
-	done
-	echo "no free port found" >&2
-	return 1
-}
-
 echo
 echo "== building leaf"
 CGO_ENABLED=0 go build -trimpath -o "$work/leaf" .

@@ -42,6 +42,7 @@
 #
 # Environment: POSTGRES_START_TIMEOUT (seconds to wait for readiness, 60).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 log() { echo "postgres.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -70,21 +71,8 @@ ensure_installed() {
 	bindir >/dev/null && command -v psql >/dev/null && return 0
 	[ "$(id -u)" = 0 ] || die "postgres not found: install postgresql (apt-get install postgresql) or run this as root"
 	log "installing postgresql from Debian's packages"
-	# Keep the package's maintainer scripts from starting the system
-	# service: a policy-rc.d that denies every action, for the install only.
-	local policy=/usr/sbin/policy-rc.d ours=""
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy"
-		chmod 755 "$policy"
-		ours=1
-	fi
 	local rc=0
-	{
-		apt-get update -qq &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				postgresql postgresql-client
-	} >&2 || rc=$?
-	if [ -n "$ours" ]; then rm -f "$policy"; fi
+	apt_install postgresql postgresql-client || rc=$?
 	[ "$rc" = 0 ] || die "apt-get install postgresql failed ($rc)"
 	bindir >/dev/null || die "postgresql installed but its programs were not found"
 }
@@ -95,31 +83,6 @@ as_server=()
 if [ "$(id -u)" = 0 ]; then
 	as_server=(setpriv --reuid=postgres --regid=postgres --init-groups --reset-env)
 fi
-
-# port_free PORT: nothing listens on 127.0.0.1:PORT now.
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# free_port: a random port on 127.0.0.1 that nothing listens on now. The
-# server may still lose a race for it; start retries with another one.
-free_port() {
-	local port i
-	for i in $(seq 1 50); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if port_free "$port"; then
-			echo "$port"
-			return 0
-		fi
-	done
-	die "no free port found"
-}
-
-# alive PID: the process exists and is not a zombie waiting to be reaped.
-alive() {
-	kill -0 "$1" 2>/dev/null || return 1
-	local state
-	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)
-	[ "$state" != Z ]
-}
 
 # is_postgres PID: the process is alive and is a postgres (not a recycled PID).
 is_postgres() {
@@ -354,11 +317,18 @@ crash() {
 	kids=$(children "$pid")
 	# shellcheck disable=SC2086
 	kill -KILL "$pid" $kids 2>/dev/null || true
-	local deadline=$((SECONDS + 30))
+	# A process in uninterruptible sleep (I/O on a busy machine) dies once
+	# it wakes.
+	local deadline=$((SECONDS + 120)) p
 	# shellcheck disable=SC2086
 	while any_alive "$pid" $kids && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.05; done
 	# shellcheck disable=SC2086
-	any_alive "$pid" $kids && die "pid $pid or its backends still alive 30s after SIGKILL"
+	if any_alive "$pid" $kids; then
+		for p in "$pid" $kids; do
+			alive "$p" && log "pid $p: $(cat "/proc/$p/stat" 2>/dev/null)"
+		done
+		die "pid $pid or its backends still alive 120s after SIGKILL"
+	fi
 	clear_lock "$(cat "$1/cluster")/data" "$pid"
 	rm -f "$1/postgres.pid"
 	log "killed (pid $pid and its backends)"

@@ -3,6 +3,7 @@ package storetest
 import (
 	"database/sql"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -171,6 +172,22 @@ func (db *DB) SQL(t *testing.T) SQL {
 		t.Fatalf("%T is not a SQL database", db.raw)
 	}
 	return r
+}
+
+// EnvDSN returns the environment variable name: the DSN of a test
+// database server. When it is unset the test is skipped, except on CI
+// (CI=true), where it fails; either way saying how to start one (how).
+func EnvDSN(t testing.TB, name, how string) string {
+	t.Helper()
+	dsn := os.Getenv(name)
+	if dsn == "" {
+		msg := name + " is not set; " + how
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dsn
 }
 
 func closeOnCleanup(t *testing.T, s persist.Store) {

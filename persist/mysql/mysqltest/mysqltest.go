@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,16 +50,9 @@ func DB(t *testing.T) *storetest.DB {
 // unset the test is skipped, except on CI (CI=true), where it fails.
 func DSN(t testing.TB) string {
 	t.Helper()
-	admin := os.Getenv(EnvDSN)
-	if admin == "" {
-		const how = EnvDSN + " is not set; start a throwaway MariaDB with " +
-			"`eval \"export $(scripts/mariadb.sh start /tmp/leaf-mariadb)\"` " +
-			"(stop it with `scripts/mariadb.sh stop /tmp/leaf-mariadb`)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(how)
-		}
-		t.Skip(how)
-	}
+	admin := storetest.EnvDSN(t, EnvDSN, "start a throwaway MariaDB with "+
+		"`eval \"export $(scripts/mariadb.sh start /tmp/leaf-mariadb)\"` "+
+		"(stop it with `scripts/mariadb.sh stop /tmp/leaf-mariadb`)")
 	cfg, err := mysql.ParseDSN(admin)
 	if err != nil {
 		t.Fatalf("%s: %v", EnvDSN, err)

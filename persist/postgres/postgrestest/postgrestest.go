@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,16 +188,9 @@ func Exec(t testing.TB, dsn string, stmts ...string) {
 
 func adminConfig(t testing.TB) *pgx.ConnConfig {
 	t.Helper()
-	admin := os.Getenv(EnvDSN)
-	if admin == "" {
-		const how = EnvDSN + " is not set; start a throwaway PostgreSQL with " +
-			"`eval \"export $(scripts/postgres.sh start /tmp/leaf-postgres)\"` " +
-			"(remove it with `scripts/postgres.sh destroy /tmp/leaf-postgres`)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(how)
-		}
-		t.Skip(how)
-	}
+	admin := storetest.EnvDSN(t, EnvDSN, "start a throwaway PostgreSQL with "+
+		"`eval \"export $(scripts/postgres.sh start /tmp/leaf-postgres)\"` "+
+		"(remove it with `scripts/postgres.sh destroy /tmp/leaf-postgres`)")
 	cfg, err := pgx.ParseConfig(admin)
 	if err != nil {
 		t.Fatalf("%s: %v", EnvDSN, err)
