@@ -64,6 +64,10 @@ type Options struct {
 	QueryTimeout time.Duration
 	// Logger receives open-time notices and retries. nil: discard.
 	Logger *slog.Logger
+	// ReadOnly: the caller only reads (listing tags). Open then does not
+	// require the right to write, and does not check what writes the
+	// user may make.
+	ReadOnly bool
 }
 
 // Log returns Logger, or a logger that discards everything when it is nil.
@@ -192,6 +196,7 @@ type Core struct {
 	// grantInsert is the GRANT that lets Create work, when InitSchema found
 	// that the user may not insert into leaf_alloc ("" otherwise).
 	grantInsert string
+	readOnly    bool // Options.ReadOnly
 }
 
 // NewCore makes the shared SQL core over db, which it owns from now on
@@ -206,7 +211,7 @@ func NewCore(db *sql.DB, d *Dialect, opts Options) *Core {
 	if db != nil {
 		pool(db, opts, d.MaxOpenConns, d.ConnMaxLifetime)
 	}
-	return &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log()}
+	return &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log(), readOnly: opts.ReadOnly}
 }
 
 // pool applies the pool settings of opts, with the backend's defaults.

@@ -34,7 +34,8 @@ const guardOffCost = "a server that starts after a row was deleted and re-create
 //   - inserting into leaf_alloc: tags cannot be created; Create answers
 //     ErrDenied naming the GRANT.
 //
-// A leaf_guard without leaf's columns is ErrSchema.
+// A leaf_guard without leaf's columns is ErrSchema. Opened ReadOnly, only
+// leaf_alloc is checked.
 func (c *Core) InitSchema(ctx context.Context, create bool) error {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
@@ -61,6 +62,9 @@ func (c *Core) InitSchema(ctx context.Context, create bool) error {
 			return c.needed(ctx, err)
 		}
 		return err
+	}
+	if c.readOnly {
+		return nil // no write will be made: nothing else to learn
 	}
 	if err := c.writable(ctx); err != nil {
 		return err

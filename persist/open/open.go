@@ -47,6 +47,7 @@ type Options struct {
 func Store(ctx context.Context, c config.StoreConfig, o Options) (persist.Backend, error) {
 	opts := persist.Options{
 		CreateSchema:    c.CreateSchema && !o.ReadOnly,
+		ReadOnly:        o.ReadOnly,
 		MaxOpenConns:    c.MaxOpenConns,
 		ConnMaxLifetime: c.ConnMaxLifetime,
 		QueryTimeout:    o.LoadTimeout,

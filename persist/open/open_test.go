@@ -206,3 +206,23 @@ func TestEtcdUnreachable(t *testing.T) {
 		t.Fatalf("Take with the cluster down: err = %v, want ErrUnavailable without the password", err)
 	}
 }
+
+// A read-only open (leaf tags list) needs no right to write: it lists the
+// tags of a database whose sessions are read-only, where the server's open
+// refuses to start.
+func TestReadOnlyOpenOfReadOnlyDatabase(t *testing.T) {
+	dsn := postgrestest.DSN(t)
+	openOK(t, storeConfig("postgres", dsn), open.Options{LoadTimeout: 30 * time.Second}).Close()
+	c := storeConfig("postgres", postgrestest.WithParam(t, dsn, "default_transaction_read_only", "on"))
+	if _, err := open.Store(t.Context(), c, open.Options{LoadTimeout: 30 * time.Second}); !errors.Is(err, persist.ErrReadOnly) {
+		t.Fatalf("open for serving of a read-only database: err = %v, want ErrReadOnly", err)
+	}
+	ro, err := open.Store(t.Context(), c, open.Options{LoadTimeout: 30 * time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a read-only database: %v", err)
+	}
+	defer ro.Close()
+	if tags, err := ro.Tags(t.Context()); err != nil || len(tags) != 1 || tags[0].MaxID != 11 {
+		t.Fatalf("Tags = %+v, %v; want t with max_id 11", tags, err)
+	}
+}
