@@ -55,8 +55,8 @@ type ServerConfig struct {
 // StoreConfig is the database behind the allocator (section store).
 // Its DSN may hold a password: log it with RedactedDSN or through LogValue.
 type StoreConfig struct {
-	Driver          string        // store.driver: "sqlite", "mysql" or "etcd"
-	DSN             string        // store.dsn: file path (sqlite), go-sql-driver DSN (mysql), comma-separated endpoints (etcd)
+	Driver          string        // store.driver: "sqlite", "mysql", "postgres" or "etcd"
+	DSN             string        // store.dsn: file path (sqlite), go-sql-driver DSN (mysql), pgx DSN (postgres), comma-separated endpoints (etcd)
 	CreateSchema    bool          // store.create_schema: create leaf_alloc and leaf_guard when missing
 	MaxOpenConns    int           // store.max_open_conns: database connections at most
 	ConnMaxLifetime time.Duration // store.conn_max_lifetime: recycle connections after this, 0 = never
@@ -167,8 +167,8 @@ func keys() []key {
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},
 
-		{"store.driver", "database: sqlite, mysql or etcd", func(c *Config) any { return &c.Store.Driver }},
-		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},
+		{"store.driver", "database: sqlite, mysql, postgres or etcd", func(c *Config) any { return &c.Store.Driver }},
+		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, postgres DSN postgres://user:pass@host:5432/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},
 		{"store.create_schema", "create the leaf_alloc and leaf_guard tables when they are missing", func(c *Config) any { return &c.Store.CreateSchema }},
 		{"store.max_open_conns", "open database connections at most", func(c *Config) any { return &c.Store.MaxOpenConns }},
 		{"store.conn_max_lifetime", "recycle database connections after this; 0: never", func(c *Config) any { return &c.Store.ConnMaxLifetime }},

@@ -71,12 +71,14 @@ func (c Config) Validate() error {
 	}
 
 	st := c.Store
-	oneOf("store.driver", st.Driver, "sqlite", "mysql", "etcd")
+	oneOf("store.driver", st.Driver, "sqlite", "mysql", "postgres", "etcd")
 	switch {
 	case st.DSN == "":
 		bad("store.dsn", "must not be empty")
 	case st.Driver == "mysql" && st.DSN == DefaultSQLiteDSN:
 		bad("store.dsn", "store.driver is mysql but store.dsn is the sqlite default %q; set a DSN such as user:pass@tcp(127.0.0.1:3306)/leaf", DefaultSQLiteDSN)
+	case st.Driver == "postgres" && st.DSN == DefaultSQLiteDSN:
+		bad("store.dsn", "store.driver is postgres but store.dsn is the sqlite default %q; set a DSN such as postgres://user:pass@127.0.0.1:5432/leaf", DefaultSQLiteDSN)
 	case st.Driver == "etcd" && st.DSN == DefaultSQLiteDSN:
 		bad("store.dsn", "store.driver is etcd but store.dsn is the sqlite default %q; set endpoints such as http://127.0.0.1:2379,http://127.0.0.1:22379", DefaultSQLiteDSN)
 	case st.Driver == "mysql":

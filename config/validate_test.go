@@ -36,9 +36,10 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"protected mode: public address, no password", []string{"LEAF_SERVER_ADDR=10.1.2.3:6380"}, "", []string{`config: server.addr: "10.1.2.3:6380" listens beyond loopback`}},
 		{"protected mode: IPv6 any", []string{"LEAF_SERVER_ADDR=[::]:6380"}, "", []string{`config: server.addr: "[::]:6380" listens beyond loopback`}},
 
-		{"store.driver", []string{"LEAF_STORE_DRIVER=postgres"}, `config: store.driver: must be one of sqlite, mysql, etcd, got "postgres"`, nil},
+		{"store.driver", []string{"LEAF_STORE_DRIVER=oracle"}, `config: store.driver: must be one of sqlite, mysql, postgres, etcd, got "oracle"`, nil},
 		{"store.dsn empty", []string{"LEAF_STORE_DSN="}, "config: store.dsn: must not be empty", nil},
 		{"store.dsn sqlite default with mysql", []string{"LEAF_STORE_DRIVER=mysql"}, "", []string{"config: store.dsn: store.driver is mysql", `"data/leaf.db"`}},
+		{"store.dsn sqlite default with postgres", []string{"LEAF_STORE_DRIVER=postgres"}, "", []string{"config: store.dsn: store.driver is postgres", `"data/leaf.db"`}},
 		{"store.dsn bad mysql DSN", []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=leaf:hunter2@tcp(db:3306"}, "", []string{"config: store.dsn: invalid mysql DSN"}},
 		{"store.dsn mysql without database", []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=leaf:hunter2@tcp(db:3306)/"}, "", []string{"config: store.dsn: mysql DSN names no database"}},
 		{"store.create_schema", []string{"LEAF_STORE_CREATE_SCHEMA=nope"}, `config: store.create_schema: invalid boolean "nope" (want true or false)`, nil},

@@ -1,7 +1,7 @@
 // Package e2e holds leaf's end-to-end tests. Its TestMain builds the real
 // binary once (with -race, from the module's root), and the tests run it
 // as users do, over real sockets and with real signals, against a real
-// SQLite file and the throwaway MariaDB of scripts/mariadb.sh: restarts
+// SQLite file and the throwaway MariaDB and PostgreSQL of scripts/: restarts
 // after SIGTERM and kill -9, servers sharing one database, chaos with
 // SIGKILL and SIGTERM on a schedule, a database crashed, hung and down at
 // start, a database away under a pipeline of new tags (SQLite unable to
@@ -12,5 +12,6 @@
 //
 // The package has no code beyond this comment. Run it with
 // go test -race ./e2e; the MariaDB tests need LEAF_TEST_MYSQL_DSN (see
-// scripts/mariadb.sh), and fail without it when CI=true.
+// scripts/mariadb.sh), the PostgreSQL tests LEAF_TEST_POSTGRES_DSN (see
+// scripts/postgres.sh), and fail without them when CI=true.
 package e2e

@@ -21,7 +21,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
+	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 	"github.com/leaf-id/leaf/persist/storetest"
 )
 
@@ -29,10 +31,13 @@ import (
 // that points leaf at it, a handle for the test's own SQL (SQL stores),
 // and the changes an operator makes by hand (raw).
 type store struct {
-	name string // "sqlite", "mysql" or "etcd"
+	name string // "sqlite", "mysql", "postgres" or "etcd"
 	env  []string
 	db   *sql.DB
 	raw  storetest.Raw
+	// rebind turns the ? placeholders of exec's statements into the
+	// database's form; nil keeps them.
+	rebind func(string) string
 }
 
 // sqliteStore is a fresh SQLite file in dir.
@@ -47,8 +52,9 @@ func sqliteStore(t *testing.T, dir string) store {
 	return store{name: "sqlite", env: []string{"LEAF_STORE_DRIVER=sqlite", "LEAF_STORE_DSN=" + path}, db: db, raw: storetest.SQLRaw(db)}
 }
 
-// forEachSharedStore runs f on a fresh SQLite file in dir and on a fresh
-// database of the MariaDB of LEAF_TEST_MYSQL_DSN: env points leaf at it.
+// forEachSharedStore runs f on a fresh SQLite file in dir, on a fresh
+// database of the MariaDB of LEAF_TEST_MYSQL_DSN and on one of the
+// PostgreSQL of LEAF_TEST_POSTGRES_DSN: env points leaf at it.
 func forEachSharedStore(t *testing.T, f func(t *testing.T, dir string, env []string)) {
 	tests := []struct {
 		name string
@@ -56,6 +62,7 @@ func forEachSharedStore(t *testing.T, f func(t *testing.T, dir string, env []str
 	}{
 		{"SQLite", sqliteStore},
 		{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
+		{"PostgreSQL", func(t *testing.T, _ string) store { return postgresStore(t) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,47 +89,97 @@ func mysqlStoreAt(t *testing.T, dsn string) store {
 	return store{name: "mysql", env: []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + dsn}, db: db, raw: storetest.SQLRaw(db)}
 }
 
+// postgresStore is a fresh database on the PostgreSQL of
+// LEAF_TEST_POSTGRES_DSN (skipped when unset, failed when CI=true:
+// postgrestest.DSN).
+func postgresStore(t *testing.T) store {
+	t.Helper()
+	return postgresStoreAt(t, postgrestest.DSN(t))
+}
+
+func postgresStoreAt(t *testing.T, dsn string) store {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return store{name: "postgres", env: []string{"LEAF_STORE_DRIVER=postgres", "LEAF_STORE_DSN=" + dsn}, db: db,
+		raw: storetest.SQL{DB: db, Rebind: persist.NumberedPlaceholders}, rebind: persist.NumberedPlaceholders}
+}
+
 // exec runs one statement on the store, as an operator would by hand.
 func (s store) exec(t *testing.T, stmt string, args ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if s.rebind != nil {
+		stmt = s.rebind(stmt)
+	}
 	if _, err := s.db.ExecContext(ctx, stmt, args...); err != nil {
 		t.Fatalf("%s: %v", stmt, err)
 	}
 }
 
-// mariadb is a MariaDB server of one test alone (scripts/mariadb.sh in a
-// temporary directory), so the test may kill, pause and restart it.
-type mariadb struct {
-	t   *testing.T
-	dir string
-	dsn string
+// dbServer is a database server of one test alone (scripts/mariadb.sh
+// or scripts/postgres.sh in a temporary directory), so the test may kill,
+// pause and restart it.
+type dbServer struct {
+	t      *testing.T
+	driver string // store.driver: "mysql" or "postgres"
+	script string // its script in scripts/
+	envKey string // the variable the script prints the DSN in
+	dir    string
+	dsn    string
 }
 
 // ownMariaDB starts a MariaDB for t alone, stopped at cleanup. Without the
 // MariaDB programs the test is skipped, or failed when CI=true.
-func ownMariaDB(t *testing.T) *mariadb {
+func ownMariaDB(t *testing.T) *dbServer {
 	t.Helper()
-	if !haveMariaDB() {
-		const why = "mariadbd not found: install mariadb-server (make test does, as root)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
-	m := &mariadb{t: t, dir: t.TempDir()}
-	t.Cleanup(func() {
-		if out, err := m.script("stop"); err != nil {
-			t.Errorf("mariadb.sh stop: %v\n%s", err, out)
-		}
-	})
-	m.start()
-	return m
+	need(t, haveProgram("mariadbd", "mariadb-install-db"), "mariadbd not found: install mariadb-server (make test does, as root)")
+	return ownServer(t, &dbServer{driver: "mysql", script: "mariadb.sh", envKey: "LEAF_TEST_MYSQL_DSN"}, "stop")
 }
 
-func haveMariaDB() bool {
-	for _, name := range []string{"mariadbd", "mariadb-install-db"} {
+// ownPostgres starts a PostgreSQL for t alone, removed at cleanup. Without
+// the PostgreSQL programs the test is skipped, or failed when CI=true.
+func ownPostgres(t *testing.T) *dbServer {
+	t.Helper()
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	need(t, len(bins) > 0 || haveProgram("initdb", "postgres"), "initdb not found: install postgresql (make test does, as root)")
+	return ownServer(t, &dbServer{driver: "postgres", script: "postgres.sh", envKey: "LEAF_TEST_POSTGRES_DSN"}, "destroy")
+}
+
+// need skips t, or fails it when CI=true, unless ok.
+func need(t *testing.T, ok bool, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// ownServer starts s in a temporary directory of t; cleanup runs the
+// script's cleanup command on it.
+func ownServer(t *testing.T, s *dbServer, cleanup string) *dbServer {
+	t.Helper()
+	s.t, s.dir = t, t.TempDir()
+	t.Cleanup(func() {
+		if out, err := s.run(cleanup); err != nil {
+			t.Errorf("%s %s: %v\n%s", s.script, cleanup, err, out)
+		}
+	})
+	s.start()
+	return s
+}
+
+// haveProgram reports whether every one of names is on the PATH or in a
+// system directory off a non-root PATH.
+func haveProgram(names ...string) bool {
+	for _, name := range names {
 		if _, err := exec.LookPath(name); err == nil {
 			continue
 		}
@@ -139,58 +196,82 @@ func haveMariaDB() bool {
 	return true
 }
 
-// script runs scripts/mariadb.sh cmd on the test's directory.
-func (m *mariadb) script(cmd string) (string, error) {
-	out, err := exec.Command("bash", scriptPath("mariadb.sh"), cmd, m.dir).CombinedOutput()
+// run runs the server's script with cmd on the test's directory.
+func (s *dbServer) run(cmd string) (string, error) {
+	out, err := exec.Command("bash", scriptPath(s.script), cmd, s.dir).CombinedOutput()
 	return string(out), err
 }
 
 // start starts the server, again on the same port and data after kill or
 // stop, so the DSN that leaf holds stays valid.
-func (m *mariadb) start() {
-	m.t.Helper()
-	cmd := exec.Command("bash", scriptPath("mariadb.sh"), "start", m.dir)
+func (s *dbServer) start() {
+	s.t.Helper()
+	cmd := exec.Command("bash", scriptPath(s.script), "start", s.dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		m.t.Fatalf("mariadb.sh start: %v\n%s", err, stderr.String())
+		s.t.Fatalf("%s start: %v\n%s", s.script, err, stderr.String())
 	}
-	dsn, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "LEAF_TEST_MYSQL_DSN=")
+	dsn, ok := strings.CutPrefix(strings.TrimSpace(string(out)), s.envKey+"=")
 	if !ok {
-		m.t.Fatalf("mariadb.sh start printed %q", out)
+		s.t.Fatalf("%s start printed %q", s.script, out)
 	}
-	if m.dsn != "" && dsn != m.dsn {
-		m.t.Fatalf("MariaDB came back as %s, was %s: its port was taken", dsn, m.dsn)
+	if s.dsn != "" && dsn != s.dsn {
+		s.t.Fatalf("the database came back as %s, was %s: its port was taken", dsn, s.dsn)
 	}
-	m.dsn = dsn
+	s.dsn = dsn
 }
 
 // kill crashes the server (SIGKILL) and waits until it is gone.
-func (m *mariadb) kill() { m.t.Helper(); m.must("kill") }
+func (s *dbServer) kill() { s.t.Helper(); s.must("kill") }
 
 // pause stops the server (SIGSTOP): connections are accepted by the kernel
 // and never answered. resume continues it.
-func (m *mariadb) pause()  { m.t.Helper(); m.must("pause") }
-func (m *mariadb) resume() { m.t.Helper(); m.must("resume") }
+func (s *dbServer) pause()  { s.t.Helper(); s.must("pause") }
+func (s *dbServer) resume() { s.t.Helper(); s.must("resume") }
 
 // stop shuts the server down cleanly.
-func (m *mariadb) stop() { m.t.Helper(); m.must("stop") }
+func (s *dbServer) stop() { s.t.Helper(); s.must("stop") }
 
-func (m *mariadb) must(cmd string) {
-	m.t.Helper()
-	if out, err := m.script(cmd); err != nil {
-		m.t.Fatalf("mariadb.sh %s: %v\n%s", cmd, err, out)
+func (s *dbServer) must(cmd string) {
+	s.t.Helper()
+	if out, err := s.run(cmd); err != nil {
+		s.t.Fatalf("%s %s: %v\n%s", s.script, cmd, err, out)
 	}
 }
 
 // password is the password in the server's DSN.
-func (m *mariadb) password() string {
-	cfg, err := mysql.ParseDSN(m.dsn)
-	if err != nil {
-		m.t.Fatal(err)
+func (s *dbServer) password() string {
+	if s.driver == "mysql" {
+		cfg, err := mysql.ParseDSN(s.dsn)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return cfg.Passwd
 	}
-	return cfg.Passwd
+	u, err := url.Parse(s.dsn)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	return pw
+}
+
+// rootSQL runs stmt as MariaDB's root over its socket (the root account
+// authenticates the system's root user: the tests run as root).
+func (s *dbServer) rootSQL(stmt string) {
+	s.t.Helper()
+	out, err := exec.Command("mariadb", "--no-defaults", "--socket="+filepath.Join(s.dir, "mariadb.sock"),
+		"-u", "root", "-e", stmt).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("%s as root: %v\n%s", stmt, err, out)
+	}
+}
+
+// env points leaf at the server.
+func (s *dbServer) env() []string {
+	return []string{"LEAF_STORE_DRIVER=" + s.driver, "LEAF_STORE_DSN=" + s.dsn}
 }
 
 // patientClient is a single-connection client that waits for a reply as

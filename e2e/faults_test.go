@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"net/url"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
+	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 )
 
 // TestDeletedRow: the tag's row (etcd: its key) is deleted under a running server. It
@@ -52,6 +54,13 @@ func TestDeletedRow(t *testing.T) {
 		  step        INT          NOT NULL,
 		  description VARCHAR(256) DEFAULT NULL,
 		  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+		  PRIMARY KEY (biz_tag))`},
+		{"PostgreSQL", func(t *testing.T, _ string) store { return postgresStore(t) }, `CREATE TABLE leaf_alloc (
+		  biz_tag     VARCHAR(128) NOT NULL DEFAULT '',
+		  max_id      BIGINT       NOT NULL DEFAULT 1,
+		  step        INTEGER      NOT NULL,
+		  description VARCHAR(256) DEFAULT NULL,
+		  update_time TIMESTAMP    NOT NULL DEFAULT CURRENT_TIMESTAMP,
 		  PRIMARY KEY (biz_tag))`},
 		{"Etcd", func(t *testing.T, _ string) store { return etcdStore(t) }, ""},
 	}
@@ -243,53 +252,87 @@ func servesAboveAfterRefusals(t *testing.T, c *redis.Client, tag string, last, h
 
 // TestPasswordNotLogged: the DSN's password appears nowhere in leaf's
 // output (at debug level), whether the database answers, cannot be
-// reached, or refuses the password.
+// reached, or refuses the password; where the DSN is named, it is in
+// leaf's one redacted form (REDACTED, never a driver's own mask).
 func TestPasswordNotLogged(t *testing.T) {
-	dsn := mysqltest.DSN(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withPassword := func(addr, pw string) string {
-		c := cfg.Clone()
-		c.Addr, c.Passwd = addr, pw
-		return c.FormatDSN()
-	}
 	const secret = "s3cret-Pa55word"
+	backends := []struct {
+		name, driver string
+		dsn          func(t *testing.T) (dsn, password, addr string)
+		withPassword func(t *testing.T, dsn, addr, pw string) string
+		denied       string // the database's refusal of a wrong password
+	}{
+		{"MySQL", "mysql", func(t *testing.T) (string, string, string) {
+			dsn := mysqltest.DSN(t)
+			cfg, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return dsn, cfg.Passwd, cfg.Addr
+		}, func(t *testing.T, dsn, addr, pw string) string {
+			c, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Addr, c.Passwd = addr, pw
+			return c.FormatDSN()
+		}, "Access denied"},
+		{"PostgreSQL", "postgres", func(t *testing.T) (string, string, string) {
+			dsn := postgrestest.DSN(t)
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pw, _ := u.User.Password()
+			return dsn, pw, u.Host
+		}, func(t *testing.T, dsn, addr, pw string) string {
+			return postgrestest.WithUser(t, postgrestest.WithAddr(t, dsn, addr), "leaf", pw)
+		}, "password authentication failed"},
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			dsn, password, addr := be.dsn(t)
+			env := func(dsn string) []string { return []string{"LEAF_STORE_DRIVER=" + be.driver, "LEAF_STORE_DSN=" + dsn} }
+			t.Run("Reachable", func(t *testing.T) {
+				p := startLeaf(t, t.TempDir(), env(dsn)...)
+				incr(t, p.client(t), "pw")
+				p.Stop(syscall.SIGTERM)
+				if leaksPassword(p.Log(), password) {
+					t.Fatalf("the log shows the password, or a mask other than REDACTED:\n%s", p.Log())
+				}
+			})
+			t.Run("Unreachable", func(t *testing.T) {
+				p := startLeaf(t, t.TempDir(), env(be.withPassword(t, dsn, "127.0.0.1:1", secret))...)
+				if _, reply, err := incrErr(p.client(t), "pw"); err != nil || !strings.HasPrefix(reply, "TRYAGAIN ") {
+					t.Errorf("INCR with the database unreachable = %v, %q; want TRYAGAIN", err, reply)
+				}
+				p.Stop(syscall.SIGTERM)
+				if !strings.Contains(p.Log(), "127.0.0.1:1") {
+					t.Errorf("the log does not say which database is unreachable:\n%s", p.Log())
+				}
+				if leaksPassword(p.Log(), secret) {
+					t.Fatalf("the log shows the password, or a mask other than REDACTED:\n%s", p.Log())
+				}
+			})
+			t.Run("WrongPassword", func(t *testing.T) {
+				// A refused password is a mistake no wait fixes: leaf exits.
+				cmd := exec.Command(leafBin)
+				cmd.Dir = t.TempDir()
+				cmd.Env = append([]string{"LEAF_SERVER_ADDR=127.0.0.1:0", "LEAF_LOG_LEVEL=debug"}, env(be.withPassword(t, dsn, addr, secret))...)
+				out, err := cmd.CombinedOutput()
+				if err == nil || !strings.Contains(string(out), be.denied) || !strings.Contains(string(out), "REDACTED") {
+					t.Errorf("leaf with a wrong password: %v, want exit 1 saying %q, naming the DSN redacted\n%s", err, be.denied, out)
+				}
+				if leaksPassword(string(out), secret) {
+					t.Fatalf("the output shows the password, or a mask other than REDACTED:\n%s", out)
+				}
+			})
+		})
+	}
+}
 
-	t.Run("Reachable", func(t *testing.T) {
-		p := startLeaf(t, t.TempDir(), "LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN="+dsn)
-		incr(t, p.client(t), "pw")
-		p.Stop(syscall.SIGTERM)
-		if strings.Contains(p.Log(), cfg.Passwd) {
-			t.Fatalf("the log shows the password:\n%s", p.Log())
-		}
-	})
-	t.Run("Unreachable", func(t *testing.T) {
-		p := startLeaf(t, t.TempDir(), "LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN="+withPassword("127.0.0.1:1", secret))
-		if _, reply, err := incrErr(p.client(t), "pw"); err != nil || !strings.HasPrefix(reply, "TRYAGAIN ") {
-			t.Errorf("INCR with the database unreachable = %v, %q; want TRYAGAIN", err, reply)
-		}
-		p.Stop(syscall.SIGTERM)
-		if !strings.Contains(p.Log(), "127.0.0.1:1") {
-			t.Errorf("the log does not say which database is unreachable:\n%s", p.Log())
-		}
-		if strings.Contains(p.Log(), secret) {
-			t.Fatalf("the log shows the password:\n%s", p.Log())
-		}
-	})
-	t.Run("WrongPassword", func(t *testing.T) {
-		// A refused password is a mistake no wait fixes: leaf exits.
-		cmd := exec.Command(leafBin)
-		cmd.Dir = t.TempDir()
-		cmd.Env = []string{"LEAF_SERVER_ADDR=127.0.0.1:0", "LEAF_LOG_LEVEL=debug",
-			"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + withPassword(cfg.Addr, secret)}
-		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "Access denied") {
-			t.Errorf("leaf with a wrong password: %v, want exit 1 saying access denied\n%s", err, out)
-		}
-		if strings.Contains(string(out), secret) {
-			t.Fatalf("the output shows the password:\n%s", out)
-		}
-	})
+// leaksPassword reports whether out shows the password, or masks one
+// otherwise than leaf does (pgx's xxxxx, a ***).
+func leaksPassword(out, password string) bool {
+	return strings.Contains(out, password) || strings.Contains(out, "xxxxx") || strings.Contains(out, "***")
 }

@@ -12,15 +12,14 @@ import (
 	"testing"
 )
 
-// outageEnv: segments of exactly 100 IDs (the step cannot grow), requests
-// that give up on the database after one second, and probes of a database
-// that is away at most a second apart.
-func outageEnv(dsn string) []string {
-	return []string{
-		"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + dsn,
+// outageEnv: leaf on db, segments of exactly 100 IDs (the step cannot
+// grow), requests that give up on the database after one second, and
+// probes of a database that is away at most a second apart.
+func outageEnv(db *dbServer) []string {
+	return append(db.env(),
 		"LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100",
 		"LEAF_SEGMENT_LOAD_TIMEOUT=1s", "LEAF_SEGMENT_MAX_RETRY_BACKOFF=1s", "LEAF_LOG_LEVEL=info",
-	}
+	)
 }
 
 // TestDatabaseOutage: with two segments cached, the database crashes
@@ -31,14 +30,51 @@ func outageEnv(dsn string) []string {
 // the error and no runway. Once the database is back the same process
 // serves again, above every ID it served before.
 func TestDatabaseOutage(t *testing.T) {
-	db := ownMariaDB(t)
+	servers := []struct {
+		name string
+		own  func(t *testing.T) *dbServer
+		more func(t *testing.T, db *dbServer) // on the same server
+	}{
+		{"MySQL", ownMariaDB, testReadOnlyServer},
+		{"PostgreSQL", ownPostgres, nil},
+	}
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			db := srv.own(t)
+			testDatabaseOutage(t, db)
+			if srv.more != nil {
+				srv.more(t, db)
+			}
+		})
+	}
+}
+
+// testReadOnlyServer: a MariaDB made read-only (read_only, as a replica):
+// leaf does not start, and says so, instead of failing on a connection the
+// driver drops (the read-only refusals of sessions, and PostgreSQL's, are
+// in persist's grant tests).
+func testReadOnlyServer(t *testing.T, db *dbServer) {
+	t.Run("ReadOnlyServer", func(t *testing.T) {
+		st := mysqlStoreAt(t, db.dsn)
+		st.exec(t, "CREATE TABLE IF NOT EXISTS leaf_alloc (biz_tag VARCHAR(128) NOT NULL PRIMARY KEY, max_id BIGINT NOT NULL DEFAULT 1, "+
+			"step INT NOT NULL, description VARCHAR(256), update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+		db.rootSQL("SET GLOBAL read_only = ON")
+		t.Cleanup(func() { db.rootSQL("SET GLOBAL read_only = OFF") })
+		code, stderr := runLeafToExit(t, t.TempDir(), append(db.env(), "LEAF_STORE_CREATE_SCHEMA=false")...)
+		if code == 0 || !strings.Contains(stderr, "the database is read-only") || !strings.Contains(stderr, "read_only is ON") {
+			t.Fatalf("leaf on a read-only server: exit %d, want a refusal saying the server is read-only:\n%s", code, stderr)
+		}
+	})
+}
+
+func testDatabaseOutage(t *testing.T, db *dbServer) {
 	tests := []struct {
 		name           string
 		fault, recover func()
 		// want is in the TRYAGAIN reply: what the request met.
 		want []string
 	}{
-		{"Crash", db.kill, db.start, []string{"connection refused", "invalid connection", "bad connection", "connection reset", "broken pipe"}},
+		{"Crash", db.kill, db.start, []string{"connection refused", "invalid connection", "bad connection", "connection reset", "broken pipe", "unexpected EOF"}},
 		// The paused server accepts connections and never answers: the
 		// load ends at its deadline (or the request's wait does first).
 		{"Hang", db.pause, db.resume, []string{"deadline exceeded", "no segment within 1s"}},
@@ -46,7 +82,7 @@ func TestDatabaseOutage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tag := "outage_" + strings.ToLower(tc.name)
-			p := startLeaf(t, t.TempDir(), outageEnv(db.dsn)...)
+			p := startLeaf(t, t.TempDir(), outageEnv(db)...)
 			c := patientClient(t, p)
 
 			var last int64
@@ -129,7 +165,7 @@ func TestDatabaseOutage(t *testing.T) {
 				db.start()
 			}
 		})
-		p := startLeaf(t, t.TempDir(), outageEnv(db.dsn)...)
+		p := startLeaf(t, t.TempDir(), outageEnv(db)...)
 		c := patientClient(t, p)
 		if !strings.Contains(p.Log(), "database unreachable at start") {
 			t.Errorf("no warning that the database is unreachable; log:\n%s", p.Log())
@@ -156,7 +192,7 @@ func TestDatabaseOutage(t *testing.T) {
 		}
 		p.Stop(syscall.SIGTERM)
 		// The clean stop gave the rest back: a new process goes on at 3.
-		p = startLeaf(t, t.TempDir(), outageEnv(db.dsn)...)
+		p = startLeaf(t, t.TempDir(), outageEnv(db)...)
 		if got := incr(t, patientClient(t, p), tag); got != 3 {
 			t.Fatalf("INCR after a restart = %d, want 3", got)
 		}

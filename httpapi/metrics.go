@@ -86,7 +86,7 @@ type collector struct {
 
 	issued, loads, step, runwayIDs, runwaySecs, guardTrips, guardRepairs *prometheus.Desc
 	waits, storeUp, tags, queued, clients, commands, build               *prometheus.Desc
-	awaySince, outages, probes, refused                                  *prometheus.Desc
+	awaySince, outages, probes, refused, retries, ambiguous              *prometheus.Desc
 
 	// own are the tags with series of their own. A tag keeps its place
 	// once it has one and the others stay in _other, so no series, not
@@ -130,6 +130,10 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 			"Calls made to learn whether a database that is away is back, one at a time.", nil, nil),
 		refused: prometheus.NewDesc("leaf_store_refused_total",
 			"Requests answered TRYAGAIN at once because the database was away.", nil, nil),
+		retries: prometheus.NewDesc("leaf_store_retries_total",
+			"Segment loads the database rolled back (serialization failures, deadlocks, lock waits) and that ran again.", nil, nil),
+		ambiguous: prometheus.NewDesc("leaf_store_ambiguous_total",
+			"Segment loads whose commit was left unknown (the connection lost once it was sent): their ranges are never served.", nil, nil),
 		tags: prometheus.NewDesc("leaf_tags",
 			"Tags known to this process.", nil, nil),
 		queued: prometheus.NewDesc("leaf_queued_loads",
@@ -148,7 +152,7 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.issued, c.loads, c.step, c.runwayIDs, c.runwaySecs, c.guardTrips, c.guardRepairs,
-		c.waits, c.storeUp, c.awaySince, c.outages, c.probes, c.refused, c.tags, c.queued, c.build,
+		c.waits, c.storeUp, c.awaySince, c.outages, c.probes, c.refused, c.retries, c.ambiguous, c.tags, c.queued, c.build,
 	} {
 		ch <- d
 	}
@@ -214,6 +218,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.outages, prometheus.CounterValue, float64(st.Outages))
 	ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(st.Probes))
 	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refused))
+	ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(st.Retries))
+	ch <- prometheus.MustNewConstMetric(c.ambiguous, prometheus.CounterValue, float64(st.Ambiguous))
 	ch <- prometheus.MustNewConstMetric(c.tags, prometheus.GaugeValue, float64(st.Tags))
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.QueuedLoads))
 	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1, c.version)

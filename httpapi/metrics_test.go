@@ -82,6 +82,8 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 			{`leaf_store_outages_total`, func(v float64) bool { return v == 0 }, "0"},
 			{`leaf_store_probes_total`, func(v float64) bool { return v == 0 }, "0"},
 			{`leaf_store_refused_total`, func(v float64) bool { return v == 0 }, "0"},
+			{`leaf_store_retries_total`, func(v float64) bool { return v == 0 }, "0"},
+			{`leaf_store_ambiguous_total`, func(v float64) bool { return v == 0 }, "0"},
 			{`leaf_tags`, func(v float64) bool { return v == 1 }, "1"},
 			{`leaf_store_latency_seconds_count{result="ok"}`, func(v float64) bool { return v >= 1 }, ">= 1"},
 			{`leaf_build_info{version="test"}`, func(v float64) bool { return v == 1 }, "1"},

@@ -5,7 +5,7 @@ package persist
 
 // CheckTag returns nil for a tag every backend stores byte-exact and tells
 // apart, else an error wrapping ErrInvalid: non-empty valid UTF-8 of at most
-// MaxTagLen characters, not ending in a space.
+// MaxTagLen characters, without NUL, not ending in a space.
 func CheckTag(tag string) error { return checkTag(tag) }
 
 // CheckStep returns nil for a step in [1, MaxStep], else an error wrapping
@@ -13,5 +13,6 @@ func CheckTag(tag string) error { return checkTag(tag) }
 func CheckStep(step int64) error { return checkStep(step) }
 
 // CheckDescription returns nil for valid UTF-8 of at most
-// MaxDescriptionLen characters, else an error wrapping ErrInvalid.
+// MaxDescriptionLen characters without NUL, else an error wrapping
+// ErrInvalid.
 func CheckDescription(d string) error { return checkDescription(d) }

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -63,6 +64,10 @@ type Options struct {
 	QueryTimeout time.Duration
 	// Logger receives open-time notices and retries. nil: discard.
 	Logger *slog.Logger
+	// ReadOnly: the caller only reads (listing tags). Open then does not
+	// require the right to write, and does not check what writes the
+	// user may make.
+	ReadOnly bool
 }
 
 // Log returns Logger, or a logger that discards everything when it is nil.
@@ -120,8 +125,28 @@ type Dialect struct {
 	// back and may simply be run again (deadlocks, lock wait timeouts,
 	// serialization failures).
 	Retryable func(error) bool
+	// Ambiguous tells errors by which the database itself says that it
+	// cannot tell whether a statement took effect (CockroachDB's 40003);
+	// nil: none. Core adds a connection lost during a commit.
+	Ambiguous func(error) bool
+	// Returning: the database has UPDATE ... RETURNING. Without the
+	// persistent guard, a Take is then that one statement.
+	Returning bool
 	// NoTable tells the error of a query on a missing table.
 	NoTable func(error) bool
+	// Denied tells the error of a statement the user lacks a privilege
+	// for; nil where there are no privileges (SQLite).
+	Denied func(error) bool
+	// Grant returns the GRANT statement that gives the connected user
+	// privileges on table, for messages; q reads who that is.
+	Grant func(ctx context.Context, q Querier, privileges, table string) string
+	// ReadOnly tells the error of a write refused because the server or
+	// the session is read-only; nil: none.
+	ReadOnly func(error) bool
+	// ReadOnlyState returns why the database is read-only, as a server
+	// tells in its settings ("" when writable), for a check at open where
+	// a write's error would not say it; nil: no such check.
+	ReadOnlyState func(ctx context.Context, q Querier) string
 	// MaxOpenConns and ConnMaxLifetime are the pool's defaults, for zero
 	// Options fields (ConnMaxLifetime 0: never recycled).
 	MaxOpenConns    int
@@ -168,6 +193,10 @@ type Core struct {
 	// guard: the leaf_guard table is there, so Take and GiveBack keep the
 	// persistent high-water mark. Set by InitSchema, before any other use.
 	guard bool
+	// grantInsert is the GRANT that lets Create work, when InitSchema found
+	// that the user may not insert into leaf_alloc ("" otherwise).
+	grantInsert string
+	readOnly    bool // Options.ReadOnly
 }
 
 // NewCore makes the shared SQL core over db, which it owns from now on
@@ -182,7 +211,7 @@ func NewCore(db *sql.DB, d *Dialect, opts Options) *Core {
 	if db != nil {
 		pool(db, opts, d.MaxOpenConns, d.ConnMaxLifetime)
 	}
-	return &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log()}
+	return &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log(), readOnly: opts.ReadOnly}
 }
 
 // pool applies the pool settings of opts, with the backend's defaults.
@@ -212,6 +241,7 @@ const columns = `biz_tag, max_id, step, description, update_time`
 type statements struct {
 	checkAlloc, checkGuard       string
 	takeSize, takeStep, readTake string
+	takeSizeRet, takeStepRet     string // with RETURNING max_id, step
 	ensureGuard, readGuarded     string
 	moveRange, raiseGuard        string
 	tags, readTag, exists        string
@@ -225,18 +255,22 @@ func newStatements(d *Dialect) statements {
 	if rebind == nil {
 		rebind = func(q string) string { return q }
 	}
-	return statements{
-		checkAlloc: `SELECT ` + columns + ` FROM leaf_alloc WHERE 1 = 0`,
-		checkGuard: `SELECT biz_tag, high FROM leaf_guard WHERE 1 = 0`,
-		// The WHERE clauses refuse an overflow instead of letting the
-		// database fail (MySQL) or turn max_id into a float (SQLite). The
-		// bound of takeStep is a literal: a placeholder there would take
-		// step's type (INT) where the database infers types (PostgreSQL).
-		takeSize: rebind(`UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP
-			WHERE biz_tag = ? AND max_id <= ?`),
-		takeStep: rebind(`UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
+	// The WHERE clauses refuse an overflow instead of letting the database
+	// fail (MySQL) or turn max_id into a float (SQLite). The bound of
+	// takeStep is a literal: a placeholder there would take step's type
+	// (INT) where the database infers types (PostgreSQL).
+	takeSize := `UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ? AND max_id <= ?`
+	takeStep := `UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
 			WHERE biz_tag = ? AND step > 0 AND max_id <= ` + strconv.FormatInt(math.MaxInt64, 10) +
-			` - (CASE WHEN step > 0 THEN step ELSE 0 END)`),
+		` - (CASE WHEN step > 0 THEN step ELSE 0 END)`
+	return statements{
+		checkAlloc:  `SELECT ` + columns + ` FROM leaf_alloc WHERE 1 = 0`,
+		checkGuard:  `SELECT biz_tag, high FROM leaf_guard WHERE 1 = 0`,
+		takeSize:    rebind(takeSize),
+		takeStep:    rebind(takeStep),
+		takeSizeRet: rebind(takeSize + ` RETURNING max_id, step`),
+		takeStepRet: rebind(takeStep + ` RETURNING max_id, step`),
 		readTake:    rebind(`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`),
 		ensureGuard: rebind(d.EnsureGuard),
 		readGuarded: rebind(`SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
@@ -256,65 +290,6 @@ func newStatements(d *Dialect) statements {
 		raiseFloor: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
 			WHERE biz_tag = ? AND max_id < ?`),
 	}
-}
-
-// InitSchema creates the tables when asked and checks that leaf_alloc is
-// there with Leaf's columns. leaf_guard is optional: when it is missing
-// (and create is off) the persistent guard is off and a warning says how
-// to create it; when it is there it must have leaf's columns.
-func (c *Core) InitSchema(ctx context.Context, create bool) error {
-	ctx, cancel := c.Deadline(ctx)
-	defer cancel()
-	if err := c.db.PingContext(ctx); err != nil {
-		return c.Wrap(err)
-	}
-	if create {
-		if _, err := c.db.ExecContext(ctx, c.d.CreateTable); err != nil {
-			return fmt.Errorf("create table leaf_alloc: %w", c.Wrap(err))
-		}
-	}
-	if err := c.checkTable(ctx, c.q.checkAlloc); err != nil {
-		if c.d.NoTable(err) {
-			return fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
-		}
-		return err
-	}
-	ddl := c.d.GuardDDL(ctx, c.db)
-	if create {
-		if _, err := c.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create table leaf_guard: %w", c.Wrap(err))
-		}
-	}
-	if err := c.checkTable(ctx, c.q.checkGuard); err != nil {
-		if !c.d.NoTable(err) {
-			return fmt.Errorf("table leaf_guard (want biz_tag, high): %w", err)
-		}
-		c.log.Warn("persist: table leaf_guard is missing and schema creation is off, so the persistent guard is off: "+
-			"a server that starts after a row was deleted and re-created, or after max_id was lowered by hand, "+
-			"hands out IDs again that were handed out before; create the table to turn the guard on "+
-			"(store.create_schema: true creates it)", "backend", c.d.Name, "sql", ddl)
-		return nil
-	}
-	c.guard = true
-	return nil
-}
-
-// checkTable runs query (a SELECT of the columns leaf needs, matching no
-// row). A missing table comes back as the driver's error (Dialect.NoTable tells
-// it); a failure to reach the database wrapped with ErrUnavailable; any
-// other error as ErrSchema.
-func (c *Core) checkTable(ctx context.Context, query string) error {
-	rows, err := c.db.QueryContext(ctx, query)
-	if err != nil {
-		switch {
-		case c.d.NoTable(err):
-			return err
-		case c.isUnavailable(err):
-			return c.Wrap(err)
-		}
-		return fmt.Errorf("%w: %w", ErrSchema, err)
-	}
-	return c.Wrap(rows.Close())
 }
 
 // GuardEnabled reports whether the persistent guard is on: the leaf_guard
@@ -343,20 +318,35 @@ func (c *Core) isUnavailable(err error) bool {
 	return c.d.Unavailable(err)
 }
 
-// Wrap adds ErrUnavailable to the chain of connection and timeout errors,
-// keeping the original error in the chain too.
+// Wrap adds ErrUnavailable to the chain of connection and timeout errors
+// (and ErrReadOnly to a refused write of a read-only database), and
+// ErrDenied to a missing privilege's, keeping the original error in the
+// chain too.
 func (c *Core) Wrap(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDenied) {
 		return err
+	}
+	if c.d.ReadOnly != nil && c.d.ReadOnly(err) && !errors.Is(err, ErrReadOnly) {
+		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
 	if c.isUnavailable(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	if c.denied(err) {
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	}
 	return err
 }
 
-// Retry policy for deadlocks and lock wait timeouts: exponential backoff
-// with jitter, as long as the context's deadline allows.
+// denied tells the error of a statement the user lacks a privilege for.
+func (c *Core) denied(err error) bool { return c.d.Denied != nil && c.d.Denied(err) }
+
+// Retry policy for deadlocks, lock wait timeouts and serialization
+// failures: exponential backoff with jitter, as long as the context's
+// deadline allows. Under SERIALIZABLE, every Take of a tag that overlaps
+// another is rolled back, so with many servers on one tag a Take may need
+// many attempts: only the deadline ends them, or maxAttempts when there is
+// none.
 const (
 	maxAttempts  = 8
 	firstBackoff = 2 * time.Millisecond
@@ -368,13 +358,17 @@ const (
 func (c *Core) do(ctx context.Context, op, tag string, fn func(context.Context) error) error {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
+	_, bounded := ctx.Deadline()
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
 		if err == nil {
 			return nil
 		}
-		if attempt == maxAttempts || !c.d.Retryable(err) || ctx.Err() != nil {
+		// An ambiguous outcome is never run again here: the caller must not
+		// take it for a failure of a transaction that was rolled back.
+		retryable := c.d.Retryable(err) || errors.Is(err, errRowRaced)
+		if (!bounded && attempt == maxAttempts) || errors.Is(err, ErrAmbiguous) || !retryable || ctx.Err() != nil {
 			return c.opErr(op, tag, err)
 		}
 		// Half fixed, half random, so that the transactions that collided
@@ -404,7 +398,9 @@ func (c *Core) opErr(op, tag string, err error) error {
 }
 
 // inTx runs fn in a transaction and commits it. With SQLite the driver
-// begins it IMMEDIATE, so the write lock is taken up front.
+// begins it IMMEDIATE, so the write lock is taken up front. A commit whose
+// answer was lost (the connection broke or the deadline passed once COMMIT
+// was sent) is ErrAmbiguous: it may have taken effect.
 func (c *Core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -414,7 +410,27 @@ func (c *Core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := ctx.Err(); err != nil {
+		_ = tx.Rollback() // COMMIT not sent: certainly rolled back
+		return err
+	}
+	return c.ambiguous(tx.Commit())
+}
+
+// ambiguous marks err, the error of the statement that commits (COMMIT, or
+// a statement in no transaction), with ErrAmbiguous when the database may
+// have committed anyway: the connection was lost or the deadline passed
+// after it was sent, or the database says it cannot tell. A refusal by
+// the database (a serialization failure at COMMIT) is a rollback, and
+// driver.ErrBadConn means nothing was sent.
+func (c *Core) ambiguous(err error) error {
+	if err == nil || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	if (c.d.Ambiguous != nil && c.d.Ambiguous(err)) || (c.isUnavailable(err) && !c.d.Retryable(err)) {
+		return fmt.Errorf("%w: %w", ErrAmbiguous, c.Wrap(err))
+	}
+	return err
 }
 
 // Take reserves the next range of tag: max_id += size (the row's step when
@@ -429,7 +445,15 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 		return Range{}, fmt.Errorf("take %q: %w", tag, err)
 	}
 	var r Range
+	attempts := 0
 	err := c.do(ctx, "take", tag, func(ctx context.Context) error {
+		attempts++
+		if c.d.Returning && !c.guard {
+			if ok, err := c.takeReturning(ctx, tag, size, &r); ok || err != nil {
+				return err
+			}
+			// No row matched: the transaction below tells why.
+		}
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			var n int64
 			var err error
@@ -459,6 +483,12 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 				if size <= 0 && step <= 0 {
 					return fmt.Errorf("%w: the row's step is %d", ErrInvalid, step)
 				}
+				if s := cmp.Or(max(size, 0), step); maxID <= math.MaxInt64-s {
+					// The UPDATE met no row, the read found one that fits:
+					// created between the two (a re-created row, read at
+					// READ COMMITTED). Run it again.
+					return errRowRaced
+				}
 				return fmt.Errorf("%w: max_id is %d", ErrOverflow, maxID)
 			}
 			s := size
@@ -475,8 +505,40 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 	if err != nil {
 		return Range{}, err
 	}
+	r.Retries = attempts - 1
 	return r, nil
 }
+
+// takeReturning is Take as one statement, UPDATE ... RETURNING, in no
+// transaction of its own (Dialect.Returning, the guard off). ok is false
+// when no row matched: the tag is missing, or max_id would overflow.
+func (c *Core) takeReturning(ctx context.Context, tag string, size int64, r *Range) (ok bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, err // not sent: certainly not taken
+	}
+	var row *sql.Row
+	if size > 0 {
+		row = c.db.QueryRowContext(ctx, c.q.takeSizeRet, size, tag, math.MaxInt64-size)
+	} else {
+		row = c.db.QueryRowContext(ctx, c.q.takeStepRet, tag)
+	}
+	var maxID, step int64
+	switch err := row.Scan(&maxID, &step); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, c.ambiguous(err)
+	}
+	s := size
+	if s <= 0 {
+		s = step
+	}
+	*r = Range{Start: maxID - s, End: maxID, Step: step}
+	return true, nil
+}
+
+// errRowRaced: the row appeared between a Take's UPDATE and its read.
+var errRowRaced = errors.New("persist: the row was created during the take")
 
 // noGuard is the high of a guard row that Take has just inserted: no range
 // was handed out before. Take always raises it before it commits.
@@ -579,6 +641,10 @@ func (c *Core) Create(ctx context.Context, name string, step int64, description 
 	var created bool
 	err := c.do(ctx, "create", name, func(ctx context.Context) error {
 		n, err := affected(ctx, c.db, c.q.insertIfAbsent, name, step, description)
+		if err != nil && c.denied(err) {
+			return fmt.Errorf("%w: creating a tag needs INSERT on leaf_alloc (%s): %w",
+				ErrDenied, cmp.Or(c.grantInsert, "GRANT INSERT ON leaf_alloc"), err)
+		}
 		created = n == 1
 		return err
 	})
@@ -756,14 +822,17 @@ func parseTime(s string) time.Time {
 }
 
 // checkTag accepts what every backend stores byte-exact and tells apart:
-// non-empty valid UTF-8 of at most MaxTagLen characters, not ending in a
-// space (MySQL's PAD SPACE collations compare "a" and "a " as equal).
+// non-empty valid UTF-8 of at most MaxTagLen characters, without NUL
+// (PostgreSQL's text cannot hold it), not ending in a space (MySQL's PAD
+// SPACE collations compare "a" and "a " as equal).
 func checkTag(tag string) error {
 	switch {
 	case tag == "":
 		return fmt.Errorf("%w: empty tag", ErrInvalid)
 	case !utf8.ValidString(tag):
 		return fmt.Errorf("%w: tag is not valid UTF-8", ErrInvalid)
+	case strings.IndexByte(tag, 0) >= 0:
+		return fmt.Errorf("%w: tag holds a NUL byte", ErrInvalid)
 	case utf8.RuneCountInString(tag) > MaxTagLen:
 		return fmt.Errorf("%w: tag longer than %d characters", ErrInvalid, MaxTagLen)
 	case strings.HasSuffix(tag, " "):
@@ -782,6 +851,9 @@ func checkStep(step int64) error {
 func checkDescription(d string) error {
 	if !utf8.ValidString(d) {
 		return fmt.Errorf("%w: description is not valid UTF-8", ErrInvalid)
+	}
+	if strings.IndexByte(d, 0) >= 0 {
+		return fmt.Errorf("%w: description holds a NUL byte", ErrInvalid)
 	}
 	if utf8.RuneCountInString(d) > MaxDescriptionLen {
 		return fmt.Errorf("%w: description longer than %d characters", ErrInvalid, MaxDescriptionLen)

@@ -39,13 +39,18 @@ func TestDoRetries(t *testing.T) {
 		{"ConflictThenOK", []error{errConflict, errConflict}, time.Second, 3, nil},
 		{"NotRetryable", []error{errOther}, time.Second, 1, []error{errOther}},
 		{"SentinelNotRetried", []error{ErrNotFound}, time.Second, 1, []error{ErrNotFound}},
-		{"GivesUpAfterMaxAttempts", repeat(errConflict, 20), 10 * time.Second, maxAttempts, []error{errConflict, ErrUnavailable}},
+		{"RetriesPastMaxAttemptsWithinTheDeadline", repeat(errConflict, maxAttempts+2), time.Minute, maxAttempts + 3, nil},
+		{"AmbiguousNotRetried", []error{fmt.Errorf("%w: %w", ErrAmbiguous, errConflict)}, time.Minute, 1, []error{ErrAmbiguous}},
+		{"GivesUpAfterMaxAttemptsWithoutDeadline", repeat(errConflict, 20), 0, maxAttempts, []error{errConflict, ErrUnavailable}},
 		{"GivesUpAtDeadline", repeat(errConflict, 20), time.Millisecond, 1, []error{errConflict, ErrUnavailable}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewCore(nil, testDialect(), Options{})
-			ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+			c := NewCore(nil, testDialect(), Options{QueryTimeout: -1})
+			ctx, cancel := t.Context(), context.CancelFunc(func() {})
+			if tc.timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+			}
 			defer cancel()
 			calls := 0
 			err := c.do(ctx, "take", "t", func(context.Context) error {

@@ -37,6 +37,18 @@ var (
 	// ErrClosed: the store was closed (a store that opens its database
 	// lazily answers it after Close).
 	ErrClosed = errors.New("persist: store is closed")
+	// ErrAmbiguous: the connection was lost after the statement that
+	// commits was sent, so the database may or may not have taken the
+	// range (CockroachDB says so itself: 40003). It comes with
+	// ErrUnavailable. The range is never served: the next Take reads
+	// max_id again and starts above it if it was taken.
+	ErrAmbiguous = errors.New("persist: outcome unknown: the database may have committed")
+	// ErrDenied: the database refused a statement for lack of a privilege
+	// of the user; the error names the GRANT that gives it.
+	ErrDenied = errors.New("persist: permission denied")
+	// ErrReadOnly: the database refuses writes: a replica, a server in
+	// read-only mode, or sessions whose transactions are read-only.
+	ErrReadOnly = errors.New("persist: the database is read-only")
 )
 
 // Tag is one row of leaf_alloc.
@@ -61,6 +73,10 @@ type Range struct {
 	// guard, and max_id with it, in the same transaction.
 	Repaired bool
 	Answered int64 // the start the database answered; 0 unless Repaired
+	// Retries is how many times the transaction was rolled back by the
+	// database (a serialization failure, a deadlock, a lock wait timeout)
+	// and run again before it took this range.
+	Retries int
 }
 
 // Size is the number of IDs in the range.

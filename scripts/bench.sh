@@ -8,7 +8,8 @@
 #     beside 1,500 idle connections (server/), all with allocations;
 #     package client's Next against one INCR per ID over the wire to the
 #     same leaf (client/); Take, the store's transaction per segment, on
-#     SQLite, MariaDB and a three-member etcd cluster (persist/*/).
+#     SQLite, MariaDB, PostgreSQL and a three-member etcd cluster
+#     (persist/*/).
 #  2. redis-benchmark INCR on one key against leaf (built with
 #     CGO_ENABLED=0, on a fresh SQLite file) and against a redis-server 7
 #     (--save '' --appendonly no), both on free loopback ports of this
@@ -81,19 +82,23 @@ if [ "$GO_BENCH" != 0 ]; then
 fi
 
 # Take, the one store transaction per segment, on each backend side by
-# side: a SQLite file, a throwaway MariaDB and a throwaway three-member
-# etcd cluster (data on disk, as in production), each stopped by PID.
+# side: a SQLite file, a throwaway MariaDB, a throwaway PostgreSQL and a
+# throwaway three-member etcd cluster (data on disk, as in production),
+# each stopped by PID. One package at a time (-p 1), so that no backend's
+# run shares the machine with another's.
 take_bench() (
 	svc=$(mktemp -d)
 	trap 'scripts/mariadb.sh stop "$svc/mariadb" >/dev/null 2>&1 || true
+		scripts/postgres.sh destroy "$svc/postgres" >/dev/null 2>&1 || true
 		scripts/etcd.sh stop "$svc/etcd" >/dev/null 2>&1 || true
 		rm -rf "$svc"' EXIT
-	local dsn eps
+	local dsn pgdsn eps
 	dsn=$(scripts/mariadb.sh start "$svc/mariadb")
+	pgdsn=$(scripts/postgres.sh start "$svc/postgres")
 	eps=$(scripts/etcd.sh start "$svc/etcd")
-	export "${dsn?}" "${eps?}"
-	go test -run '^$' -bench '^BenchmarkTake$' -benchmem -benchtime "$BENCHTIME" \
-		./persist/sqlite/ ./persist/mysql/ ./persist/etcd/ | tee "$svc/take"
+	export "${dsn?}" "${pgdsn?}" "${eps?}"
+	go test -p 1 -run '^$' -bench '^BenchmarkTake$' -benchmem -benchtime "$BENCHTIME" \
+		./persist/sqlite/ ./persist/mysql/ ./persist/postgres/ ./persist/etcd/ | tee "$svc/take"
 	awk '/^pkg: / { pkg = $2; sub(/.*\//, "", pkg) } /^BenchmarkTake/ { ns[pkg] = $3; order[++n] = pkg }
 		END { for (i = 1; i <= n; i++) if (ns["sqlite"] > 0)
 			printf "Take on %s: %.0f us, %.2fx SQLite'"'"'s\n", order[i], ns[order[i]] / 1000, ns[order[i]] / ns["sqlite"] }' "$svc/take"
@@ -103,20 +108,6 @@ if [ "$GO_BENCH" != 0 ]; then
 	echo "== Take per backend (one transaction per segment)"
 	take_bench
 fi
-
-# free_port: a random port on 127.0.0.1 that nothing listens on now.
-free_port() {
-	local port i
-	for ((i = 0; i < 100; i++)); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			echo "$port"
-			return 0
-		fi
-	done
-	echo "no free port found" >&2
-	return 1
-}
 
 echo
 echo "== building leaf"

@@ -1,5 +1,19 @@
 # Shared helpers for leaf's scripts; source it, don't run it.
 
+# apt_install PKG...: install the Debian packages PKG... with apt-get (as
+# root), keeping their maintainer scripts from starting system services:
+# we start our own throwaway servers on loopback.
+apt_install() {
+	local policy=/usr/sbin/policy-rc.d ours=""
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && ours=1
+	fi
+	local rc=0
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } >&2 || rc=$?
+	if [ -n "$ours" ]; then rm -f "$policy"; fi
+	return $rc
+}
+
 # need_pkgs CMD PKG...: when command CMD is missing, install the Debian
 # packages PKG... with apt-get (as root), or fail saying what to install.
 need_pkgs() {
@@ -11,16 +25,7 @@ need_pkgs() {
 		return 1
 	fi
 	echo "installing $* from Debian's packages" >&2
-	# Keep maintainer scripts from starting system services: we start our
-	# own throwaway servers on loopback.
-	local policy=/usr/sbin/policy-rc.d ours=""
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && ours=1
-	fi
-	local rc=0
-	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } >&2 || rc=$?
-	[ -n "$ours" ] && rm -f "$policy"
-	return $rc
+	apt_install "$@"
 }
 
 # wait_log FILE PATTERN SECONDS: wait until FILE has a line matching PATTERN.
@@ -31,6 +36,24 @@ wait_log() {
 		sleep 0.1
 	done
 	echo "timed out waiting for '$pattern' in $file" >&2
+	return 1
+}
+
+# port_free PORT: nothing listens on 127.0.0.1:PORT now.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port: a random port on 127.0.0.1 that nothing listens on now. A
+# server may still lose a race for it: callers retry with another one.
+free_port() {
+	local port i
+	for ((i = 0; i < 100; i++)); do
+		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if port_free "$port"; then
+			echo "$port"
+			return 0
+		fi
+	done
+	echo "no free port found" >&2
 	return 1
 }
 

@@ -57,40 +57,10 @@ ensure_installed() {
 	have_mariadb && return 0
 	[ "$(id -u)" = 0 ] || die "mariadbd not found: install mariadb-server (apt-get install mariadb-server) or run this as root"
 	log "installing mariadb-server from Debian's packages"
-	# Keep the package's maintainer scripts from starting the system
-	# service: a policy-rc.d that denies every action, for the install only.
-	local policy=/usr/sbin/policy-rc.d ours=""
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy"
-		chmod 755 "$policy"
-		ours=1
-	fi
 	local rc=0
-	{
-		apt-get update -qq &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				mariadb-server mariadb-client
-	} >&2 || rc=$?
-	if [ -n "$ours" ]; then rm -f "$policy"; fi
+	apt_install mariadb-server mariadb-client || rc=$?
 	[ "$rc" = 0 ] || die "apt-get install mariadb-server failed ($rc)"
 	have_mariadb || die "mariadb-server installed but mariadbd not found"
-}
-
-# port_free PORT: nothing listens on 127.0.0.1:PORT now.
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# free_port: a random port on 127.0.0.1 that nothing listens on now. The
-# server may still lose a race for it; start retries with another one.
-free_port() {
-	local port i
-	for i in $(seq 1 50); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			echo "$port"
-			return 0
-		fi
-	done
-	die "no free port found"
 }
 
 # is_mariadbd PID: the process is alive and is a mariadbd (not a recycled PID).

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make test: formatting, vet, every Go test under -race (each package's, and
 # e2e/'s, which drive the built binary) against a real SQLite file, a
-# throwaway MariaDB and a throwaway three-member etcd cluster, then the
-# redis-cli / redis-benchmark smoke test against a freshly built binary.
-# Installs what it needs from Debian's packages when run as root
-# (redis-tools, redis-server, mariadb-server, etcd-server, chromium).
+# throwaway MariaDB, a throwaway PostgreSQL and a throwaway three-member
+# etcd cluster, then the redis-cli / redis-benchmark smoke test against a
+# freshly built binary. Installs what it needs from Debian's packages when
+# run as root (redis-tools, redis-server, mariadb-server, postgresql,
+# etcd-server, chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -30,6 +31,7 @@ etcd_dir=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 cleanup() {
 	scripts/mariadb.sh stop "$work/mariadb" >/dev/null 2>&1 || true
 	scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true
+	scripts/postgres.sh destroy "$work/postgres" >/dev/null 2>&1 || true
 	rm -rf "$work" "$etcd_dir"
 }
 trap cleanup EXIT
@@ -43,6 +45,11 @@ if endpoints=$(scripts/etcd.sh start "$etcd_dir"); then
 	export "${endpoints?}"
 else
 	echo "no etcd cluster could be started: etcd tests will skip (and fail under CI=true)" >&2
+fi
+if dsn=$(scripts/postgres.sh start "$work/postgres"); then
+	export "${dsn?}"
+else
+	echo "no PostgreSQL could be started: PostgreSQL tests will skip (and fail under CI=true)" >&2
 fi
 
 go test -race -count=1 -timeout 40m ./...

@@ -129,17 +129,25 @@ type Allocator struct {
 
 	mu       sync.Mutex
 	pending  map[string]*lookupCall
-	negative map[string]time.Time
+	negative map[string]unknownName
 
 	closed       atomic.Bool
 	waits        atomic.Int64
 	loadFailures atomic.Int64
 	guardTrips   atomic.Int64
 	guardRepairs atomic.Int64
-	h            health // the store's state (health.go)
+	retries      atomic.Int64 // Takes the database made run again
+	ambiguous    atomic.Int64 // Takes whose outcome was left unknown
+	h            health       // the store's state (health.go)
 
 	stop     context.CancelFunc
 	syncDone chan struct{}
+}
+
+// unknownName is a name remembered as unknown, until when, and why.
+type unknownName struct {
+	until time.Time
+	err   error // ErrUnknownTag, saying why
 }
 
 type lookupCall struct {
@@ -161,7 +169,7 @@ func New(store persist.Store, opts Options) *Allocator {
 		empty:    emptySegment(0),
 		lookup:   make(chan struct{}, opts.Loaders),
 		pending:  map[string]*lookupCall{},
-		negative: map[string]time.Time{},
+		negative: map[string]unknownName{},
 	}
 	a.h.init()
 	a.pool = newLoaderPool(opts.Loaders, (*Tag).runLoad)
@@ -318,10 +326,10 @@ func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
 		a.mu.Unlock()
 		return t, nil
 	}
-	if until, ok := a.negative[name]; ok {
-		if a.opts.Now().Before(until) {
+	if n, ok := a.negative[name]; ok {
+		if a.opts.Now().Before(n.until) {
 			a.mu.Unlock()
-			return nil, fmt.Errorf("%w: %q", ErrUnknownTag, name)
+			return nil, n.err
 		}
 		delete(a.negative, name)
 	}
@@ -359,7 +367,7 @@ func (a *Allocator) leadLookup(ctx context.Context, name string, gone <-chan str
 		if len(a.negative) >= maxNegative {
 			clear(a.negative)
 		}
-		a.negative[name] = a.opts.Now().Add(a.opts.NegativeTTL)
+		a.negative[name] = unknownName{until: a.opts.Now().Add(a.opts.NegativeTTL), err: c.err}
 	}
 	a.mu.Unlock()
 	close(c.done)
@@ -386,8 +394,14 @@ func (a *Allocator) resolve(ctx context.Context, name string, gone <-chan struct
 		}
 		// Only the outcome of the write says whether the store is
 		// back: a database may answer reads and fail writes.
-		if _, err = a.store.Create(ctx, name, a.opts.DefaultStep, ""); err == nil {
+		_, err = a.store.Create(ctx, name, a.opts.DefaultStep, "")
+		switch {
+		case err == nil:
 			a.log.Info("tag created", "tag", name, "step", a.opts.DefaultStep)
+		case errors.Is(err, persist.ErrDenied):
+			// An answer: the store is there, and will not create it.
+			a.noteStore(ctx, err, mark)
+			return nil, fmt.Errorf("%w: %q, and it cannot be created: %w", ErrUnknownTag, name, err)
 		}
 	}
 	a.noteStore(ctx, err, mark)

@@ -12,7 +12,8 @@ var (
 	ErrBadCount = errors.New("count must be positive")
 	// ErrTooMany: the count of an INCRBY exceeds max_batch.
 	ErrTooMany = errors.New("count exceeds max_batch")
-	// ErrUnknownTag: the tag has no row and auto-create is off.
+	// ErrUnknownTag: the tag has no row, and auto-create is off or the
+	// store may not create it (with persist.ErrDenied).
 	ErrUnknownTag = errors.New("unknown tag")
 	// ErrTagGone: the tag's row was deleted and its cached IDs are spent.
 	ErrTagGone = errors.New("tag row was deleted")

@@ -49,11 +49,13 @@ func (h *health) init() {
 
 // isStoreFault tells a failure of the store from an answer about one tag
 // (no row, an overflow, a range the guard refused or discarded, an argument
-// refused): only the first makes the store away.
+// refused, a statement the user lacks a privilege for): only the first
+// makes the store away.
 func isStoreFault(err error) bool {
 	switch {
 	case err == nil,
 		errors.Is(err, persist.ErrNotFound), errors.Is(err, persist.ErrOverflow), errors.Is(err, persist.ErrInvalid),
+		errors.Is(err, persist.ErrDenied),
 		errors.Is(err, ErrGuard), errors.Is(err, ErrOverflow), errors.Is(err, errDiscarded),
 		errors.Is(err, ErrBadTag), errors.Is(err, ErrUnknownTag):
 		return false

@@ -40,6 +40,10 @@ type TagInfo struct {
 	GuardTrips    int64 // ranges refused because the database went below GuardHigh
 	GuardRepairs  int64 // ranges the store's persistent guard (leaf_guard) moved up above IDs handed out
 	Vanished      bool  // the row was missing at the last sync or load
+	// Retries counts the times the database rolled a Take of the tag back
+	// and it ran again (serialization failures, deadlocks, lock waits);
+	// Ambiguous the Takes whose commit was left unknown, never served.
+	Retries, Ambiguous int64
 }
 
 // Info returns the state of a known tag; ErrUnknownTag when this server has
@@ -82,6 +86,8 @@ func (t *Tag) Info() TagInfo {
 		GuardHigh:    t.high,
 		GuardTrips:   t.guardTrips,
 		GuardRepairs: t.guardRepairs,
+		Retries:      t.retries,
+		Ambiguous:    t.ambiguous,
 		Vanished:     t.vanished.Load(),
 	}
 	if t.lastLoad > 0 {
@@ -120,6 +126,8 @@ type Stats struct {
 	LoadFailures int64
 	GuardTrips   int64
 	GuardRepairs int64 // ranges the store's persistent guard repaired
+	Retries      int64 // Takes the database rolled back and that ran again
+	Ambiguous    int64 // Takes whose commit was left unknown (never served)
 	QueuedLoads  int
 	GuardTable   bool // the store keeps the persistent guard (leaf_guard)
 	// StoreOK is false while the store is away: from a failed database
@@ -142,6 +150,8 @@ func (a *Allocator) Stats() Stats {
 		LoadFailures: a.loadFailures.Load(),
 		GuardTrips:   a.guardTrips.Load(),
 		GuardRepairs: a.guardRepairs.Load(),
+		Retries:      a.retries.Load(),
+		Ambiguous:    a.ambiguous.Load(),
 		QueuedLoads:  a.pool.pending(),
 		Outages:      a.h.outages.Load(),
 		Probes:       a.h.probes.Load(),

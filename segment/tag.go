@@ -45,6 +45,7 @@ type Tag struct {
 	high     int64 // highest range end accepted: later ranges must start here or above
 
 	loads, loadFailures, guardTrips, guardRepairs int64
+	retries, ambiguous                            int64 // Takes run again by the database; outcomes unknown
 	lastErr                                       error
 	lastErrAt                                     int64
 	failures                                      int         // consecutive failed loads, for the retry backoff
@@ -244,8 +245,8 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	r, err := t.a.take(ctx, t.name, n)
 	cancel()
 	t.mu.Lock()
+	t.noteTakeLocked(r, err)
 	if err == nil {
-		t.noteRepairLocked(r)
 		err = t.checkLocked(r, h0)
 	}
 	if err != nil {
@@ -278,11 +279,25 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	return r.End - 1, nil
 }
 
-// noteRepairLocked logs and counts a range that the store's persistent
-// guard repaired: the row had gone below IDs handed out before (by any
-// server, this one included), and the store moved the range, and max_id,
-// above them.
-func (t *Tag) noteRepairLocked(r persist.Range) {
+// noteTakeLocked counts what a Take met on the way: the times the
+// database made it run again (Range.Retries), an outcome left unknown
+// (persist.ErrAmbiguous: the range is never served, the next Take starts
+// above it if it was taken), and a repair by the store's persistent guard
+// (logged): the row had gone below IDs handed out before (by any server,
+// this one included), and the store moved the range, and max_id, above
+// them.
+func (t *Tag) noteTakeLocked(r persist.Range, err error) {
+	if errors.Is(err, persist.ErrAmbiguous) {
+		t.ambiguous++
+		t.a.ambiguous.Add(1)
+		t.a.log.Warn("the database may or may not have taken a range (the connection was lost once its commit was sent); the range is never served, the next load starts above it",
+			"tag", t.name, "err", err)
+	}
+	if err != nil {
+		return
+	}
+	t.retries += int64(r.Retries)
+	t.a.retries.Add(int64(r.Retries))
 	if !r.Repaired {
 		return
 	}
@@ -386,8 +401,8 @@ func (t *Tag) load(l *load) {
 	}
 
 	t.mu.Lock()
+	t.noteTakeLocked(r, err)
 	if err == nil {
-		t.noteRepairLocked(r)
 		err = t.checkLocked(r, h0)
 	}
 	if err == nil && r.Start < t.high {

@@ -23,10 +23,12 @@ func registerLeaf(t table) {
 }
 
 // leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 26
+const leafInfoFields = 28
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
-// are 0/1 integers; last_load is unix milliseconds (0: never);
+// are 0/1 integers; last_load is unix milliseconds (0: never); retries
+// counts the loads the database rolled back and that ran again, ambiguous
+// those whose commit was left unknown (never served);
 // runway_seconds is a double, inf when the tag is idle; store_ok is 0
 // while the database is away (a call failed and no probe has reached it
 // since) and store_away_since is when that began, unix milliseconds (0:
@@ -87,6 +89,10 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteInt64(in.GuardTrips)
 	conn.WriteBulkString("guard_repairs")
 	conn.WriteInt64(in.GuardRepairs)
+	conn.WriteBulkString("retries")
+	conn.WriteInt64(in.Retries)
+	conn.WriteBulkString("ambiguous")
+	conn.WriteInt64(in.Ambiguous)
 	conn.WriteBulkString("vanished")
 	writeBool(conn, in.Vanished)
 	conn.WriteBulkString("last_error")

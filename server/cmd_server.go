@@ -184,6 +184,8 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		line("guard_trips", st.GuardTrips)
 		line("guard_repairs", st.GuardRepairs)
 		line("guard_table", st.GuardTable)
+		line("store_retries", st.Retries)
+		line("store_ambiguous", st.Ambiguous)
 		line("queued_loads", st.QueuedLoads)
 		line("store_ok", st.StoreOK)
 		line("store_away_since", unixMilli(st.AwaySince))

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -51,6 +52,7 @@ const (
 	// what a client may retry later.
 	errUnknownTagAuto = "ERR unknown tag '%s' (auto-create is off)"
 	errUnknownTag     = "ERR unknown tag '%s'"
+	errCannotCreate   = "ERR unknown tag '%s', and the database refuses to create it: %s"
 	errUnavailable    = "TRYAGAIN no cached IDs for tag '%s' and the database is unavailable: %s"
 	errTagGone        = "ERR tag '%s' was deleted from the database: %s"
 	errGuard          = "ERR tag '%s': the database answered a range below IDs already reserved (max_id was lowered): %s"
@@ -90,6 +92,10 @@ func allocErrorText(tag []byte, err error) string {
 	switch {
 	case errors.Is(err, segment.ErrBadTag):
 		return fmt.Sprintf(errAllocator, err.Error()) // "invalid tag name: ..."
+	case errors.Is(err, segment.ErrUnknownTag) && errors.Is(err, persist.ErrDenied):
+		// The store's reason follows the sentinel: the privilege and its GRANT.
+		_, why, _ := strings.Cut(err.Error(), persist.ErrDenied.Error()+": ")
+		return fmt.Sprintf(errCannotCreate, tag, why)
 	case errors.Is(err, segment.ErrUnknownTag):
 		return fmt.Sprintf(errUnknownTagAuto, tag)
 	case errors.Is(err, segment.ErrClosed):

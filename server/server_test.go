@@ -206,7 +206,7 @@ func TestLeafInfo(t *testing.T) {
 		fields := []string{"tag", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
 			"loads", "failures", "last_load", "issued", "runway_ids", "runway_seconds",
-			"guard_high", "guard_trips", "guard_repairs", "vanished", "last_error", "store_ok", "store_away_since"}
+			"guard_high", "guard_trips", "guard_repairs", "retries", "ambiguous", "vanished", "last_error", "store_ok", "store_away_since"}
 		for _, k := range fields {
 			if _, ok := f[k]; !ok {
 				t.Errorf("field %s missing", k)
@@ -226,7 +226,8 @@ func TestLeafInfo(t *testing.T) {
 			cur + "value": int64(51), cur + "max": int64(1001), cur + "step": int64(1000),
 			other + "value": int64(0), other + "max": int64(0), other + "step": int64(0),
 			"loads": int64(1), "failures": int64(0), "issued": int64(50), "runway_ids": int64(950),
-			"guard_high": int64(1001), "guard_trips": int64(0), "guard_repairs": int64(0), "vanished": int64(0), "last_error": "",
+			"guard_high": int64(1001), "guard_trips": int64(0), "guard_repairs": int64(0), "retries": int64(0), "ambiguous": int64(0),
+			"vanished": int64(0), "last_error": "",
 			"store_ok": int64(1), "store_away_since": int64(0),
 		}
 		for k, w := range want {
@@ -270,7 +271,7 @@ func TestInfo(t *testing.T) {
 		for _, want := range []string{
 			"\r\nuptime_in_seconds:", "\r\n\r\n# Clients\r\nconnected_clients:1\r\n",
 			"\r\n# Persistence\r\nloading:0\r\n", "\r\n# Stats\r\n", "\r\n# Replication\r\nrole:master\r\n",
-			"\r\n# Leaf\r\ntags:2\r\n", "\r\nguard_trips:0\r\nguard_repairs:0\r\nguard_table:1\r\n", "\r\nstore_ok:1\r\n", "\r\n# Keyspace\r\n",
+			"\r\n# Leaf\r\ntags:2\r\n", "\r\nguard_trips:0\r\nguard_repairs:0\r\nguard_table:1\r\nstore_retries:0\r\nstore_ambiguous:0\r\n", "\r\nstore_ok:1\r\n", "\r\n# Keyspace\r\n",
 		} {
 			if !strings.Contains(info, want) {
 				t.Errorf("INFO lacks %q:\n%s", want, info)

@@ -1,6 +1,6 @@
 // Package mysql is leaf's store on MySQL 5.7+, MariaDB 10.x and TiDB
 // (go-sql-driver/mysql), on the shared SQL core of persist and Leaf's own
-// leaf_alloc table, so existing Leaf databases work unchanged. Deferred
+// leaf_alloc table, so existing Leaf databases work unchanged. OpenDeferred
 // opens it lazily, for a server that must start while the database is down.
 package mysql
 
@@ -102,6 +102,10 @@ const (
 	erTiDBWriteConfl   = 9007 // TiDB optimistic transaction conflict
 	erTiDBTxnRetry     = 8022
 	erTiDBForUpdConfl  = 8002
+	erDBAccessDenied   = 1044
+	erAccessDenied     = 1227 // a global privilege (SUPER, ...)
+	erTableAccess      = 1142 // SELECT, INSERT, UPDATE, CREATE ... denied on a table
+	erColumnAccess     = 1143
 )
 
 func dialect() *persist.Dialect {
@@ -141,11 +145,65 @@ func dialect() *persist.Dialect {
 			return false
 		},
 		NoTable: func(err error) bool { return errNo(err) == erNoSuchTable },
+		Denied: func(err error) bool {
+			switch errNo(err) {
+			case erTableAccess, erColumnAccess, erDBAccessDenied, erAccessDenied:
+				return true
+			}
+			return false
+		},
+		Grant: grant,
+		ReadOnly: func(err error) bool {
+			switch errNo(err) {
+			case erReadOnly, erReadOnlyTx, erReadOnlyMode:
+				return true
+			}
+			return false
+		},
+		ReadOnlyState: readOnlyState,
 		// Connections are recycled below common proxy and server idle
 		// limits.
 		MaxOpenConns:    10,
 		ConnMaxLifetime: 3 * time.Minute,
 	}
+}
+
+// grant is the GRANT of privileges on table to the connected account
+// (CURRENT_USER(): the account the server matched, user@host).
+func grant(ctx context.Context, q persist.Querier, privileges, table string) string {
+	var account, db sql.NullString
+	_ = q.QueryRowContext(ctx, `SELECT CURRENT_USER(), DATABASE()`).Scan(&account, &db)
+	user, host := account.String, "%"
+	if at := strings.LastIndexByte(user, '@'); at >= 0 {
+		user, host = user[:at], user[at+1:]
+	}
+	quote := func(s, q string) string { return q + strings.ReplaceAll(s, q, q+q) + q }
+	return fmt.Sprintf("GRANT %s ON %s.%s TO %s@%s", privileges, quote(db.String, "`"), quote(table, "`"),
+		quote(user, "'"), quote(host, "'"))
+}
+
+// readOnlyState says why the server takes no writes ("" when it does): a
+// write's error would not, as the driver turns it into a lost connection
+// (RejectReadOnly, so that the pool finds a new primary).
+func readOnlyState(ctx context.Context, q persist.Querier) string {
+	is := func(variable string) (on, known bool) {
+		var v sql.NullInt64
+		err := q.QueryRowContext(ctx, `SELECT `+variable).Scan(&v)
+		return v.Int64 != 0, err == nil
+	}
+	if on, _ := is(`@@global.read_only`); on {
+		return "the server's read_only is ON: a replica, or a primary made read-only"
+	}
+	// MySQL 8 knows transaction_read_only, MariaDB tx_read_only.
+	for _, v := range []string{`@@session.transaction_read_only`, `@@session.tx_read_only`} {
+		if on, known := is(v); known {
+			if on {
+				return "the session's transactions are read-only (" + v[len("@@session."):] + ", set for the user or in the DSN)"
+			}
+			break
+		}
+	}
+	return ""
 }
 
 func errNo(err error) uint16 {
@@ -174,6 +232,26 @@ func Open(ctx context.Context, dsn string, opts persist.Options) (*Store, error)
 		return nil, fmt.Errorf("persist: open mysql: %w", err)
 	}
 	return m, nil
+}
+
+// OpenDeferred is Open for a server that must start while the database is
+// down (persist.Deferred): when it cannot be reached (persist.ErrUnavailable:
+// refused, timed out, shutting down), the store opens it on first use.
+// Every other error, a bad DSN or a refused password, is returned, as by
+// Open, without the DSN.
+func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*persist.Deferred, error) {
+	cfg, err := config(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("persist: open mysql: %w", err)
+	}
+	return persist.OpenDeferred(ctx, "mysql", func(ctx context.Context) (persist.Backend, error) {
+		// open sets parameters of its own (TiDB's): each attempt gets a copy.
+		m, err := open(ctx, cfg.Clone(), opts)
+		if err != nil {
+			return nil, fmt.Errorf("persist: open mysql: %w", err)
+		}
+		return m, nil
+	}, opts.Log(), "addr", cfg.Addr, "db", cfg.DBName)
 }
 
 func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store, error) {

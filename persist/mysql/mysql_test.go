@@ -20,6 +20,26 @@ import (
 
 func TestMySQL(t *testing.T) { storetest.Run(t, mysqltest.DB) }
 
+// An existing Leaf database and the grants a DBA gives an application.
+func TestMySQLGrants(t *testing.T) {
+	storetest.RunGrants(t, func(t *testing.T) storetest.Grants {
+		dsn := mysqltest.DSN(t)
+		open := func(dsn string) storetest.OpenFunc {
+			return func(t *testing.T, opts persist.Options) (persist.Store, error) {
+				return mysql.Open(t.Context(), dsn, opts)
+			}
+		}
+		return storetest.Grants{
+			DB:      storetest.NewDB(t, "mysql", dsn, open(dsn)),
+			LeafDDL: mysqltest.LeafDDL,
+			User: func(t *testing.T, grants ...string) storetest.OpenFunc {
+				return open(mysqltest.User(t, dsn, grants...))
+			},
+			ReadOnly: open(withParam(t, dsn, "tx_read_only", "1")),
+		}
+	})
+}
+
 // Open errors say what went wrong without the password.
 func TestOpenErrors(t *testing.T) {
 	const pw = "s3cr3t-pw"

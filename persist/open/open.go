@@ -15,6 +15,7 @@ import (
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/etcd"
 	"github.com/leaf-id/leaf/persist/mysql"
+	"github.com/leaf-id/leaf/persist/postgres"
 	"github.com/leaf-id/leaf/persist/sqlite"
 )
 
@@ -33,7 +34,7 @@ type Options struct {
 	// missing one is ErrNoDatabase.
 	ReadOnly bool
 	// Lazy lets the server start while its database cannot be reached: a
-	// backend that can (MySQL, etcd) then returns a store that connects on first
+	// backend that can (MySQL, PostgreSQL, etcd) then returns a store that connects on first
 	// use and answers persist.ErrUnavailable until it does. Mistakes no
 	// wait fixes (a bad DSN, a refused password) still fail at once.
 	Lazy bool
@@ -46,6 +47,7 @@ type Options struct {
 func Store(ctx context.Context, c config.StoreConfig, o Options) (persist.Backend, error) {
 	opts := persist.Options{
 		CreateSchema:    c.CreateSchema && !o.ReadOnly,
+		ReadOnly:        o.ReadOnly,
 		MaxOpenConns:    c.MaxOpenConns,
 		ConnMaxLifetime: c.ConnMaxLifetime,
 		QueryTimeout:    o.LoadTimeout,
@@ -74,6 +76,11 @@ func backend(ctx context.Context, c config.StoreConfig, o Options, opts persist.
 			return nonNil(mysql.OpenDeferred(ctx, c.DSN, opts))
 		}
 		return nonNil(mysql.Open(ctx, c.DSN, opts))
+	case "postgres":
+		if o.Lazy {
+			return nonNil(postgres.OpenDeferred(ctx, c.DSN, opts))
+		}
+		return nonNil(postgres.Open(ctx, c.DSN, opts))
 	case "etcd":
 		return nonNil(etcd.Open(ctx, etcd.Config{
 			Endpoints: c.DSN, Prefix: c.EtcdPrefix,

@@ -14,6 +14,7 @@ import (
 	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/open"
+	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 )
 
 func storeConfig(driver, dsn string) config.StoreConfig {
@@ -76,48 +77,94 @@ func TestSQLite(t *testing.T) {
 	}
 }
 
-// An unreachable MySQL fails at once, unless the open is lazy: then the
+// An unreachable database fails at once, unless the open is lazy: then the
 // store answers ErrUnavailable until the database answers. The password
-// never shows.
-func TestMySQLUnreachable(t *testing.T) {
+// never shows, and the DSN shows in leaf's one redacted form.
+func TestUnreachable(t *testing.T) {
 	const secret = "hunter2-secret"
-	c := storeConfig("mysql", "leaf:"+secret+"@tcp(127.0.0.1:1)/leaf")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	tests := []struct {
+		driver, dsn, want string
+	}{
+		{"mysql", "leaf:" + secret + "@tcp(127.0.0.1:1)/leaf",
+			"store.driver=mysql store.dsn=leaf:REDACTED@tcp(127.0.0.1:1)/leaf: persist: open mysql: "},
+		{"postgres", "postgres://leaf:" + secret + "@127.0.0.1:1/leaf?sslmode=disable",
+			"store.driver=postgres store.dsn=postgres://leaf:REDACTED@127.0.0.1:1/leaf?sslmode=disable: persist: open postgres: "},
+		{"postgres", "host=127.0.0.1 port=1 user=leaf password=" + secret + " dbname=leaf sslmode=disable",
+			"store.driver=postgres store.dsn=host=127.0.0.1 port=1 user=leaf password=REDACTED dbname=leaf sslmode=disable: persist: open postgres: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.driver, func(t *testing.T) {
+			c := storeConfig(tc.driver, tc.dsn)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
 
-	_, err := open.Store(ctx, c, open.Options{LoadTimeout: 10 * time.Second})
-	want := "store.driver=mysql store.dsn=leaf:REDACTED@tcp(127.0.0.1:1)/leaf: persist: open mysql: "
-	if !errors.Is(err, persist.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), secret) {
-		t.Fatalf("err = %v\nwant ErrUnavailable starting %q, without the password", err, want)
-	}
+			_, err := open.Store(ctx, c, open.Options{LoadTimeout: 10 * time.Second})
+			if !errors.Is(err, persist.ErrUnavailable) || !strings.HasPrefix(err.Error(), tc.want) || leaks(err, secret) {
+				t.Fatalf("err = %v\nwant ErrUnavailable starting %q, without the password or another redaction", err, tc.want)
+			}
 
-	s, err := open.Store(ctx, c, open.Options{LoadTimeout: 10 * time.Second, Lazy: true})
-	if err != nil {
-		t.Fatalf("lazy open with the database down: %v", err)
-	}
-	defer s.Close()
-	if _, err := s.Take(ctx, "t", 0); !errors.Is(err, persist.ErrUnavailable) || strings.Contains(err.Error(), secret) {
-		t.Fatalf("Take with the database down: err = %v, want ErrUnavailable without the password", err)
-	}
-	if s.GuardEnabled() {
-		t.Error("GuardEnabled() = true before the database was reached")
+			s, err := open.Store(ctx, c, open.Options{LoadTimeout: 10 * time.Second, Lazy: true})
+			if err != nil {
+				t.Fatalf("lazy open with the database down: %v", err)
+			}
+			defer s.Close()
+			if _, err := s.Take(ctx, "t", 0); !errors.Is(err, persist.ErrUnavailable) || leaks(err, secret) {
+				t.Fatalf("Take with the database down: err = %v, want ErrUnavailable without the password", err)
+			}
+			if s.GuardEnabled() {
+				t.Error("GuardEnabled() = true before the database was reached")
+			}
+		})
 	}
 }
 
-// A refused password is not waited for, lazy or not.
-func TestMySQLWrongPassword(t *testing.T) {
-	dsn := mysqltest.DSN(t)
-	openOK(t, storeConfig("mysql", dsn), open.Options{LoadTimeout: 30 * time.Second, Lazy: true})
+// leaks reports whether err shows the password, or a redaction other
+// than leaf's (pgx masks passwords as xxxxx).
+func leaks(err error, secret string) bool {
+	return strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "xxxxx")
+}
 
-	at := strings.LastIndexByte(dsn, '@')
+// A refused password is not waited for, lazy or not.
+func TestWrongPassword(t *testing.T) {
 	const secret = "wrong-hunter2"
-	c := storeConfig("mysql", "leaf:"+secret+dsn[at:])
-	for _, lazy := range []bool{false, true} {
-		_, err := open.Store(t.Context(), c, open.Options{LoadTimeout: 30 * time.Second, Lazy: lazy})
-		if err == nil || errors.Is(err, persist.ErrUnavailable) || strings.Contains(err.Error(), secret) ||
-			!strings.Contains(err.Error(), "leaf:REDACTED@") {
-			t.Errorf("lazy %v, wrong password: err = %v, want a refusal naming the redacted DSN", lazy, err)
-		}
+	tests := []struct {
+		driver   string
+		dsn      func(t *testing.T) string
+		wrong    func(t *testing.T, dsn string) string
+		redacted string
+	}{
+		{"mysql", func(t *testing.T) string { return mysqltest.DSN(t) }, func(t *testing.T, dsn string) string {
+			return "leaf:" + secret + dsn[strings.LastIndexByte(dsn, '@'):]
+		}, "leaf:REDACTED@"},
+		{"postgres", func(t *testing.T) string { return postgrestest.DSN(t) }, func(t *testing.T, dsn string) string {
+			return postgrestest.WithUser(t, dsn, "leaf", secret)
+		}, "leaf:REDACTED@"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.driver, func(t *testing.T) {
+			dsn := tc.dsn(t)
+			openOK(t, storeConfig(tc.driver, dsn), open.Options{LoadTimeout: 30 * time.Second, Lazy: true})
+
+			c := storeConfig(tc.driver, tc.wrong(t, dsn))
+			for _, lazy := range []bool{false, true} {
+				_, err := open.Store(t.Context(), c, open.Options{LoadTimeout: 30 * time.Second, Lazy: lazy})
+				if err == nil || errors.Is(err, persist.ErrUnavailable) || leaks(err, secret) ||
+					!strings.Contains(err.Error(), tc.redacted) {
+					t.Errorf("lazy %v, wrong password: err = %v, want a refusal naming the redacted DSN", lazy, err)
+				}
+			}
+		})
+	}
+}
+
+// A DSN pgx cannot parse fails naming the problem, in leaf's redaction
+// only.
+func TestPostgresBadDSN(t *testing.T) {
+	const secret = "hunter2-secret"
+	c := storeConfig("postgres", "postgres://leaf:"+secret+"@127.0.0.1:notaport/leaf")
+	_, err := open.Store(t.Context(), c, open.Options{})
+	if !errors.Is(err, persist.ErrInvalid) || leaks(err, secret) || !strings.Contains(err.Error(), "bad DSN") {
+		t.Fatalf("err = %v, want ErrInvalid naming a bad DSN, without the password", err)
 	}
 }
 
@@ -157,5 +204,25 @@ func TestEtcdUnreachable(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Take(t.Context(), "t", 0); !errors.Is(err, persist.ErrUnavailable) || strings.Contains(err.Error(), secret) {
 		t.Fatalf("Take with the cluster down: err = %v, want ErrUnavailable without the password", err)
+	}
+}
+
+// A read-only open (leaf tags list) needs no right to write: it lists the
+// tags of a database whose sessions are read-only, where the server's open
+// refuses to start.
+func TestReadOnlyOpenOfReadOnlyDatabase(t *testing.T) {
+	dsn := postgrestest.DSN(t)
+	openOK(t, storeConfig("postgres", dsn), open.Options{LoadTimeout: 30 * time.Second}).Close()
+	c := storeConfig("postgres", postgrestest.WithParam(t, dsn, "default_transaction_read_only", "on"))
+	if _, err := open.Store(t.Context(), c, open.Options{LoadTimeout: 30 * time.Second}); !errors.Is(err, persist.ErrReadOnly) {
+		t.Fatalf("open for serving of a read-only database: err = %v, want ErrReadOnly", err)
+	}
+	ro, err := open.Store(t.Context(), c, open.Options{LoadTimeout: 30 * time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a read-only database: %v", err)
+	}
+	defer ro.Close()
+	if tags, err := ro.Tags(t.Context()); err != nil || len(tags) != 1 || tags[0].MaxID != 11 {
+		t.Fatalf("Tags = %+v, %v; want t with max_id 11", tags, err)
 	}
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"database/sql"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -29,6 +30,10 @@ type OpenFunc func(t *testing.T, opts persist.Options) (persist.Store, error)
 type DB struct {
 	open OpenFunc
 	raw  Raw
+	// Conflicts: the database rolls back one of two Takes of a tag that
+	// overlap in time (SERIALIZABLE), so the suite requires that the
+	// Takes it runs from two handles at once were run again.
+	Conflicts bool
 }
 
 // Raw changes a backend's data behind leaf's back, as an operator would by
@@ -96,31 +101,39 @@ func (db *DB) OpenWith(t *testing.T, edit func(*persist.Options)) persist.Store 
 	return s
 }
 
-// SQLRaw is the Raw of the SQL backends: statements on leaf_alloc and
-// leaf_guard through db. It also implements GuardDropper.
-func SQLRaw(db *sql.DB) Raw { return sqlRaw{db} }
+// SQLRaw is the Raw of the SQL backends whose placeholders are ?:
+// statements on leaf_alloc and leaf_guard through db.
+func SQLRaw(db *sql.DB) Raw { return SQL{DB: db} }
 
-type sqlRaw struct{ db *sql.DB }
-
-func (r sqlRaw) Insert(t *testing.T, tag string, maxID, step int64, description string) {
-	t.Helper()
-	r.exec(t, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`, tag, maxID, step, description)
+// SQL is the Raw of the SQL backends: statements on leaf_alloc and
+// leaf_guard through a plain handle of the database. It also implements
+// GuardDropper, and runs any statement (Exec).
+type SQL struct {
+	DB *sql.DB
+	// Rebind turns the statements' ? placeholders into the database's
+	// form (persist.NumberedPlaceholders for PostgreSQL); nil keeps them.
+	Rebind func(query string) string
 }
 
-func (r sqlRaw) Delete(t *testing.T, tag string) {
+func (r SQL) Insert(t *testing.T, tag string, maxID, step int64, description string) {
 	t.Helper()
-	r.exec(t, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
+	r.Exec(t, `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)`, tag, maxID, step, description)
 }
 
-func (r sqlRaw) SetMaxID(t *testing.T, tag string, maxID int64) {
+func (r SQL) Delete(t *testing.T, tag string) {
 	t.Helper()
-	r.exec(t, `UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?`, maxID, tag)
+	r.Exec(t, `DELETE FROM leaf_alloc WHERE biz_tag = ?`, tag)
 }
 
-func (r sqlRaw) Guard(t *testing.T, tag string) (int64, bool) {
+func (r SQL) SetMaxID(t *testing.T, tag string, maxID int64) {
+	t.Helper()
+	r.Exec(t, `UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?`, maxID, tag)
+}
+
+func (r SQL) Guard(t *testing.T, tag string) (int64, bool) {
 	t.Helper()
 	var high int64
-	err := r.db.QueryRowContext(t.Context(), `SELECT high FROM leaf_guard WHERE biz_tag = ?`, tag).Scan(&high)
+	err := r.DB.QueryRowContext(t.Context(), r.rebind(`SELECT high FROM leaf_guard WHERE biz_tag = ?`), tag).Scan(&high)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false
 	}
@@ -130,17 +143,51 @@ func (r sqlRaw) Guard(t *testing.T, tag string) (int64, bool) {
 	return high, true
 }
 
-func (r sqlRaw) DropGuard(t *testing.T) {
+func (r SQL) DropGuard(t *testing.T) {
 	t.Helper()
-	r.exec(t, `DROP TABLE leaf_guard`)
+	r.Exec(t, `DROP TABLE leaf_guard`)
 }
 
-// exec runs one statement on the database directly.
-func (r sqlRaw) exec(t *testing.T, stmt string, args ...any) {
+// Exec runs one statement on the database directly.
+func (r SQL) Exec(t *testing.T, stmt string, args ...any) {
 	t.Helper()
-	if _, err := r.db.ExecContext(t.Context(), stmt, args...); err != nil {
+	if _, err := r.DB.ExecContext(t.Context(), r.rebind(stmt), args...); err != nil {
 		t.Fatalf("%s %v: %v", stmt, args, err)
 	}
+}
+
+func (r SQL) rebind(query string) string {
+	if r.Rebind == nil {
+		return query
+	}
+	return r.Rebind(query)
+}
+
+// SQL returns the database's Raw as SQL, for statements of the test's
+// own; it fails the test on a backend that is not SQL.
+func (db *DB) SQL(t *testing.T) SQL {
+	t.Helper()
+	r, ok := db.raw.(SQL)
+	if !ok {
+		t.Fatalf("%T is not a SQL database", db.raw)
+	}
+	return r
+}
+
+// EnvDSN returns the environment variable name: the DSN of a test
+// database server. When it is unset the test is skipped, except on CI
+// (CI=true), where it fails; either way saying how to start one (how).
+func EnvDSN(t testing.TB, name, how string) string {
+	t.Helper()
+	dsn := os.Getenv(name)
+	if dsn == "" {
+		msg := name + " is not set; " + how
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dsn
 }
 
 func closeOnCleanup(t *testing.T, s persist.Store) {
