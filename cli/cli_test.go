@@ -209,7 +209,7 @@ func TestTagsErrors(t *testing.T) {
 		{"step unknown tag", []string{"tags", "step", "nosuch", "5", dsn}, `tags: unknown tag "nosuch" (create it with leaf tags create)`},
 		{"step too large", []string{"tags", "step", "order", "2147483648", dsn}, "tags: step 2147483648: must be between 1 and 2147483647"},
 		{"bad config flag", []string{"tags", "list", "--store.dns=x"}, "tags: config: unknown flag: --store.dns (did you mean --store.dsn?)"},
-		{"bad config value", []string{"tags", "list", dsn, "--store.driver=postgres"}, `tags: config: store.driver: must be one of sqlite, mysql, etcd, got "postgres"`},
+		{"bad config value", []string{"tags", "list", dsn, "--store.driver=oracle"}, `tags: config: store.driver: must be one of sqlite, mysql, postgres, etcd, got "oracle"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
