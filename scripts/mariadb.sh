@@ -23,7 +23,8 @@
 # new DSN).
 #
 # The user "leaf" may create and drop databases named leaf*, which is what
-# persist/mysql/mysqltest.DSN does: one fresh database per test. Typical use:
+# persist/mysql/mysqltest.DSN does: one fresh database per test; and create
+# users and grant them privileges on those (mysqltest.User). Typical use:
 #
 #   eval "export $(scripts/mariadb.sh start /tmp/leaf-mariadb)"
 #   go test -race ./persist/... ./e2e
@@ -121,10 +122,12 @@ start() {
 		DROP USER IF EXISTS ''@'localhost';
 		CREATE USER IF NOT EXISTS 'leaf'@'127.0.0.1' IDENTIFIED BY '$pw';
 		ALTER USER 'leaf'@'127.0.0.1' IDENTIFIED BY '$pw';
-		GRANT ALL PRIVILEGES ON \`leaf%\`.* TO 'leaf'@'127.0.0.1';
+		GRANT ALL PRIVILEGES ON \`leaf%\`.* TO 'leaf'@'127.0.0.1' WITH GRANT OPTION;
+		GRANT CREATE USER ON *.* TO 'leaf'@'127.0.0.1';
 		CREATE USER IF NOT EXISTS 'leaf'@'localhost' IDENTIFIED BY '$pw';
 		ALTER USER 'leaf'@'localhost' IDENTIFIED BY '$pw';
-		GRANT ALL PRIVILEGES ON \`leaf%\`.* TO 'leaf'@'localhost';
+		GRANT ALL PRIVILEGES ON \`leaf%\`.* TO 'leaf'@'localhost' WITH GRANT OPTION;
+		GRANT CREATE USER ON *.* TO 'leaf'@'localhost';
 	SQL
 	chmod 600 "$dir/init.sql"
 
