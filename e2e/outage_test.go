@@ -74,7 +74,7 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 		// want is in the TRYAGAIN reply: what the request met.
 		want []string
 	}{
-		{"Crash", db.kill, db.start, []string{"connection refused", "invalid connection", "bad connection", "connection reset", "broken pipe", "unexpected EOF"}},
+		{"Crash", db.kill, db.start, []string{"connection refused", "invalid connection", "bad connection", "connection reset", "broken pipe", "unexpected EOF", "conn closed"}},
 		// The paused server accepts connections and never answers: the
 		// load ends at its deadline (or the request's wait does first).
 		{"Hang", db.pause, db.resume, []string{"deadline exceeded", "no segment within 1s"}},

@@ -97,23 +97,28 @@ is_postgres() {
 # itself a process group of its own, so the group is not the unit).
 children() { ps -o pid= --ppid "$1" 2>/dev/null || true; }
 
-# any_alive PID...: some of the processes is alive.
-any_alive() {
+# any_postgres PID...: some of the processes is a live postgres (not a
+# zombie, nor a PID another program took meanwhile).
+any_postgres() {
 	local p
 	for p in "$@"; do
-		alive "$p" && return 0
+		is_postgres "$p" && return 0
 	done
 	return 1
 }
 
-# clear_lock DATA PID: remove DATA/postmaster.pid when it names PID and
-# PID is dead, even as a zombie not yet reaped by its new parent: the
-# server's own check takes a zombie for a running postmaster.
+# clear_lock CLUSTER PID: remove the lock files of a postmaster PID that is
+# dead, even as a zombie not yet reaped by its new parent (the server's own
+# check takes a zombie for a running postmaster): the data directory's
+# postmaster.pid and the Unix socket's lock, when they name PID.
 clear_lock() {
-	local lock="$1/postmaster.pid"
-	if [ -f "$lock" ] && [ "$(head -n 1 "$lock")" = "$2" ] && ! alive "$2"; then
-		rm -f "$lock"
-	fi
+	local lock
+	alive "$2" && return 0
+	for lock in "$1/data/postmaster.pid" "$1"/sock/.s.PGSQL.*.lock; do
+		if [ -f "$lock" ] && [ "$(head -n 1 "$lock")" = "$2" ]; then
+			rm -f "$lock"
+		fi
+	done
 }
 
 # cluster_dir DIR: where the cluster of DIR lives (made on first use).
@@ -180,7 +185,7 @@ start() {
 	[ -n "$pw" ] || pw=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
 	if [ -f "$cluster/data/postmaster.pid" ]; then
-		clear_lock "$cluster/data" "$(head -n 1 "$cluster/data/postmaster.pid")"
+		clear_lock "$cluster" "$(head -n 1 "$cluster/data/postmaster.pid")"
 	fi
 	local timeout=${POSTGRES_START_TIMEOUT:-60} attempt port pid ready
 	for attempt in 1 2 3 4 5; do
@@ -272,9 +277,9 @@ stop() {
 	kill -CONT "$pid" $kids 2>/dev/null || true
 	local deadline=$((SECONDS + 60))
 	# shellcheck disable=SC2086
-	while any_alive "$pid" $kids && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+	while any_postgres "$pid" $kids && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
 	# shellcheck disable=SC2086
-	if any_alive "$pid" $kids; then
+	if any_postgres "$pid" $kids; then
 		log "still running after 60s, killing"
 		kill -KILL "$pid" $(children "$pid") 2>/dev/null || true
 		deadline=$((SECONDS + 10))
@@ -318,18 +323,20 @@ crash() {
 	# shellcheck disable=SC2086
 	kill -KILL "$pid" $kids 2>/dev/null || true
 	# A process in uninterruptible sleep (I/O on a busy machine) dies once
-	# it wakes.
+	# it wakes. One check decides each round: a process may exit between
+	# two.
 	local deadline=$((SECONDS + 120)) p
 	# shellcheck disable=SC2086
-	while any_alive "$pid" $kids && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.05; done
-	# shellcheck disable=SC2086
-	if any_alive "$pid" $kids; then
-		for p in "$pid" $kids; do
-			alive "$p" && log "pid $p: $(cat "/proc/$p/stat" 2>/dev/null)"
-		done
-		die "pid $pid or its backends still alive 120s after SIGKILL"
-	fi
-	clear_lock "$(cat "$1/cluster")/data" "$pid"
+	while any_postgres "$pid" $kids; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			for p in "$pid" $kids; do
+				is_postgres "$p" && log "pid $p: $(cat "/proc/$p/stat" 2>/dev/null)"
+			done
+			die "pid $pid or its backends still alive 120s after SIGKILL"
+		fi
+		sleep 0.05
+	done
+	clear_lock "$(cat "$1/cluster")" "$pid"
 	rm -f "$1/postgres.pid"
 	log "killed (pid $pid and its backends)"
 }
