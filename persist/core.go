@@ -97,6 +97,11 @@ type Backend interface {
 type Dialect struct {
 	// Name names the backend in logs ("sqlite", "mysql").
 	Name string
+	// OneWriter: the database runs one write transaction at a time
+	// (SQLite). A handle's writes then take turns in arrival order before
+	// they ask the database, instead of polling its lock, where a newcomer
+	// can win over a write that has waited long (see Core.write).
+	OneWriter bool
 	// CreateTable is leaf_alloc's CREATE TABLE IF NOT EXISTS, run when
 	// Options.CreateSchema is set.
 	CreateTable string
@@ -197,6 +202,10 @@ type Core struct {
 	// that the user may not insert into leaf_alloc ("" otherwise).
 	grantInsert string
 	readOnly    bool // Options.ReadOnly
+	// turn is the writers' queue when the dialect has OneWriter: a
+	// channel, because its blocked senders go first come, first served,
+	// and a wait for it ends with the caller's context.
+	turn chan struct{}
 }
 
 // NewCore makes the shared SQL core over db, which it owns from now on
@@ -211,7 +220,11 @@ func NewCore(db *sql.DB, d *Dialect, opts Options) *Core {
 	if db != nil {
 		pool(db, opts, d.MaxOpenConns, d.ConnMaxLifetime)
 	}
-	return &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log(), readOnly: opts.ReadOnly}
+	c := &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log(), readOnly: opts.ReadOnly}
+	if d.OneWriter {
+		c.turn = make(chan struct{}, 1)
+	}
+	return c
 }
 
 // pool applies the pool settings of opts, with the backend's defaults.
@@ -389,6 +402,27 @@ func (c *Core) do(ctx context.Context, op, tag string, fn func(context.Context) 
 	}
 }
 
+// write is do for an operation that writes. With a OneWriter dialect each
+// attempt first waits its turn among the handle's writers: SQLite's busy
+// handler sleeps and polls, so under a stream of writes (reloads after an
+// outage, say) a request's write could lose the lock again and again until
+// its deadline; in arrival order it waits for the writes queued before it
+// only.
+func (c *Core) write(ctx context.Context, op, tag string, fn func(context.Context) error) error {
+	if c.turn == nil {
+		return c.do(ctx, op, tag, fn)
+	}
+	return c.do(ctx, op, tag, func(ctx context.Context) error {
+		select {
+		case c.turn <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-c.turn }()
+		return fn(ctx)
+	})
+}
+
 // opErr names the operation and the tag (if any) in front of err.
 func (c *Core) opErr(op, tag string, err error) error {
 	if tag == "" {
@@ -446,7 +480,7 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 	}
 	var r Range
 	attempts := 0
-	err := c.do(ctx, "take", tag, func(ctx context.Context) error {
+	err := c.write(ctx, "take", tag, func(ctx context.Context) error {
 		attempts++
 		if c.d.Returning && !c.guard {
 			if ok, err := c.takeReturning(ctx, tag, size, &r); ok || err != nil {
@@ -639,7 +673,7 @@ func (c *Core) Create(ctx context.Context, name string, step int64, description 
 		return false, fmt.Errorf("create %q: %w", name, err)
 	}
 	var created bool
-	err := c.do(ctx, "create", name, func(ctx context.Context) error {
+	err := c.write(ctx, "create", name, func(ctx context.Context) error {
 		n, err := affected(ctx, c.db, c.q.insertIfAbsent, name, step, description)
 		if err != nil && c.denied(err) {
 			return fmt.Errorf("%w: creating a tag needs INSERT on leaf_alloc (%s): %w",
@@ -666,7 +700,7 @@ func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, ErrInvalid, from, to)
 	}
 	var matched bool
-	err := c.do(ctx, "give back", tag, func(ctx context.Context) error {
+	err := c.write(ctx, "give back", tag, func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			// to != from, so "changed" and "matched" are the same count on
 			// MySQL, which reports changed rows.
@@ -696,7 +730,7 @@ func (c *Core) SetStep(ctx context.Context, tag string, step int64) error {
 	if err := checkStep(step); err != nil {
 		return fmt.Errorf("set step %q: %w", tag, err)
 	}
-	return c.do(ctx, "set step", tag, func(ctx context.Context) error {
+	return c.write(ctx, "set step", tag, func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			n, err := affected(ctx, tx, c.q.setStep, step, tag)
 			if err != nil {
@@ -724,7 +758,7 @@ func (c *Core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 	}
 	var t Tag
 	var moved bool
-	err := c.do(ctx, "raise floor", tag, func(ctx context.Context) error {
+	err := c.write(ctx, "raise floor", tag, func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			// max_id < floor+1 makes every matched row a changed row, so
 			// MySQL's changed-rows count is the matched count here.

@@ -61,6 +61,7 @@ const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
 func dialect() *persist.Dialect {
 	return &persist.Dialect{
 		Name:        "sqlite",
+		OneWriter:   true,
 		CreateTable: createTable,
 		// Both tables compare tags byte for byte (BINARY).
 		GuardDDL:    func(context.Context, persist.Querier) string { return createGuard },
