@@ -47,6 +47,8 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteMap(leafInfoFields)
 	conn.WriteBulkString("tag")
 	conn.WriteBulkString(in.Name)
+	conn.WriteBulkString("mode") // "segment" or "snowflake" (no segments: zeros)
+	conn.WriteBulkString(modeName(in.Mode))
 	conn.WriteBulkString("init")
 	writeBool(conn, in.Init)
 	conn.WriteBulkString("pos")

@@ -203,7 +203,7 @@ func TestLeafInfo(t *testing.T) {
 			mustIncr(t, c, "info")
 		}
 		f := leafInfo(t, c, "info")
-		fields := []string{"tag", "init", "pos", "next_ready", "loading", "step", "min_step",
+		fields := []string{"tag", "mode", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
 			"loads", "failures", "last_load", "issued", "runway_ids", "runway_seconds",
 			"guard_high", "guard_trips", "guard_repairs", "retries", "ambiguous", "vanished", "last_error", "store_ok", "store_away_since"}
