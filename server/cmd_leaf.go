@@ -23,7 +23,7 @@ func registerLeaf(t table) {
 }
 
 // leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 28
+const leafInfoFields = 29
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
 // are 0/1 integers; last_load is unix milliseconds (0: never); retries

@@ -221,7 +221,7 @@ func TestLeafInfo(t *testing.T) {
 		}
 		cur, other := fmt.Sprintf("segment%d_", pos), fmt.Sprintf("segment%d_", 1-pos)
 		want := map[string]any{
-			"tag": "info", "init": int64(1), "next_ready": int64(0), "loading": int64(0),
+			"tag": "info", "mode": "segment", "init": int64(1), "next_ready": int64(0), "loading": int64(0),
 			"step": int64(1000), "min_step": int64(1000),
 			cur + "value": int64(51), cur + "max": int64(1001), cur + "step": int64(1000),
 			other + "value": int64(0), other + "max": int64(0), other + "step": int64(0),
