@@ -54,7 +54,7 @@ type clusterCollector struct {
 	c Cluster
 
 	enabled, leaseOK, leaseLeft, beats, lapses, applied, unconfirmed, drops *prometheus.Desc
-	nodes, age, worker, clockWaits, clockRefusals, seqWaits               *prometheus.Desc
+	nodes, age, worker, clockWaits, clockRefusals, seqWaits                 *prometheus.Desc
 }
 
 func newClusterCollector(c Cluster) *clusterCollector {

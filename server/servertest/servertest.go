@@ -47,7 +47,7 @@ type Instance struct {
 	Path   string // the SQLite file
 	Server *server.Server
 	Alloc  *segment.Allocator
-	Store  persist.Store // what the allocator uses (wrapped when Wrap is set)
+	Store  persist.Store        // what the allocator uses (wrapped when Wrap is set)
 	Node   *cluster.Node        // with Options.Cluster
 	Gen    *snowflake.Generator // with Options.Cluster
 
