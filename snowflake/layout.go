@@ -55,6 +55,26 @@ func (l Layout) End() time.Time {
 	return l.Epoch.Add(time.Duration(1<<l.TimeBits) * l.Unit)
 }
 
+// MinLifetime is the least time a layout must have left to be used.
+const MinLifetime = 365 * 24 * time.Hour
+
+// Usable checks the layout (Validate), and that at now its epoch has passed
+// and IDs can be made for at least MinLifetime more.
+func (l Layout) Usable(now time.Time) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if l.Epoch.After(now) {
+		return fmt.Errorf("%w: the epoch %s is in the future", ErrLayout, l.Epoch.UTC().Format(time.RFC3339Nano))
+	}
+	if l.Lasts(now) < MinLifetime {
+		return fmt.Errorf("%w: %s runs out of time at %s, less than a year from now: move the epoch forward or give "+
+			"it more time bits (IDs made with a later epoch may be lower than those made before: keep the tags that "+
+			"exist on their layout)", ErrLayout, l, l.End().UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // Lasts is how long IDs can be made from now on.
 func (l Layout) Lasts(now time.Time) time.Duration {
 	end := l.Epoch.UnixMilli() + (int64(1)<<l.TimeBits)*l.Unit.Milliseconds()

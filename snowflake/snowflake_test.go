@@ -86,6 +86,29 @@ func TestDefaultLayout(t *testing.T) {
 	}
 }
 
+func TestLayoutUsable(t *testing.T) {
+	l := snowflake.DefaultLayout()
+	if err := l.Usable(start); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		now  time.Time
+		want string
+	}{
+		{"EpochAhead", l.Epoch.Add(-time.Hour), "in the future"},
+		{"MonthsLeft", l.End().Add(-200 * 24 * time.Hour), "less than a year from now"},
+		{"RunOut", l.End().Add(time.Hour), "less than a year from now"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := l.Usable(tc.now); !errors.Is(err, snowflake.ErrLayout) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Usable(%s) = %v, want %q", tc.now, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestLayoutValidate(t *testing.T) {
 	d := snowflake.DefaultLayout()
 	tests := []struct {
