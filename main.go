@@ -86,7 +86,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	// The generator of every Snowflake tag; its worker id comes from the
 	// cluster registry.
-	layout, err := snowflakeLayout(cfg.Cluster, time.Now())
+	layout, err := cluster.Layout(cfg.Cluster, time.Now())
 	if err != nil {
 		return err
 	}
@@ -222,21 +222,6 @@ func startHTTP(c config.HTTPConfig, h http.Handler, log *slog.Logger) (*http.Ser
 	}()
 	log.Info("serving http", "addr", ln.Addr().String(), "pprof", c.PProf)
 	return web, nil
-}
-
-// snowflakeLayout is the cluster section's Snowflake layout, refused when
-// it is not usable at now (less than a year left).
-func snowflakeLayout(c config.ClusterConfig, now time.Time) (snowflake.Layout, error) {
-	epoch, err := c.Epoch()
-	if err != nil {
-		return snowflake.Layout{}, fmt.Errorf("cluster.snowflake_epoch: %w", err)
-	}
-	l := snowflake.Layout{Epoch: epoch, Unit: c.SnowflakeUnit, TimeBits: c.SnowflakeTimeBits,
-		WorkerBits: c.SnowflakeWorkerBits, SeqBits: c.SnowflakeSequenceBits}
-	if err := l.Usable(now); err != nil {
-		return snowflake.Layout{}, fmt.Errorf("cluster.snowflake_*: %w", err)
-	}
-	return l, nil
 }
 
 // allocatorOptions maps the segment section onto the allocator.

@@ -21,13 +21,33 @@ func (n *Node) Announce(ctx context.Context, kind, tag string, value int64) erro
 	if n.offNow() {
 		return nil
 	}
-	seq, err := n.reg.Publish(ctx, persist.Change{Kind: kind, Tag: tag, Value: value, Node: n.opts.Node.ID})
+	ch := persist.Change{Kind: kind, Tag: tag, Value: value, Node: n.opts.Node.ID}
+	_, err := Announce(ctx, n.reg, []persist.Change{ch}, n.opts.AckTimeout, n.opts.Heartbeat/10)
 	if err != nil {
-		return fmt.Errorf("%w: the change could not be announced: %w", ErrUnconfirmed, err)
+		n.unconfirmed.Add(1)
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.opts.AckTimeout)
+	return err
+}
+
+// Announce appends changes to reg's log and waits, up to timeout, until
+// every live node but their publisher (Change.Node) has confirmed the last
+// (and so all: nodes apply the log in order), reading the registry every
+// poll (kept between 10ms and 200ms). It returns how many confirmed; an
+// error wrapping ErrUnconfirmed names those that did not. Servers and the
+// leaf tags command both announce with it.
+func Announce(ctx context.Context, reg persist.Registry, changes []persist.Change, timeout, poll time.Duration) (int, error) {
+	var seq int64
+	self := ""
+	for _, ch := range changes {
+		var err error
+		if seq, err = reg.Publish(ctx, ch); err != nil {
+			return 0, fmt.Errorf("%w: the change could not be announced: %w", ErrUnconfirmed, err)
+		}
+		self = ch.Node
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	poll := min(max(n.opts.Heartbeat/10, 10*time.Millisecond), 200*time.Millisecond)
+	poll = min(max(poll, 10*time.Millisecond), 200*time.Millisecond)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var pending []persist.Node
@@ -35,19 +55,24 @@ func (n *Node) Announce(ctx context.Context, kind, tag string, value int64) erro
 	for {
 		select {
 		case <-ctx.Done():
-			return n.unconfirmedError(pending, last)
+			return 0, unconfirmed(pending, last, timeout)
 		case <-timer.C:
 		}
-		nodes, err := n.reg.Nodes(ctx)
+		nodes, err := reg.Nodes(ctx)
 		if err == nil {
 			pending = pending[:0]
+			confirmed := 0
 			for _, nd := range nodes {
-				if nd.ID != n.opts.Node.ID && nd.Seen < seq {
+				switch {
+				case self != "" && nd.ID == self:
+				case nd.Seen < seq:
 					pending = append(pending, nd)
+				default:
+					confirmed++
 				}
 			}
 			if len(pending) == 0 {
-				return nil
+				return confirmed, nil
 			}
 		} else if ctx.Err() == nil {
 			last = err
@@ -56,18 +81,17 @@ func (n *Node) Announce(ctx context.Context, kind, tag string, value int64) erro
 	}
 }
 
-// unconfirmedError is Announce's error: who did not confirm, or why they could
+// unconfirmed is Announce's error: who did not confirm, or why they could
 // not be asked.
-func (n *Node) unconfirmedError(pending []persist.Node, last error) error {
-	n.unconfirmed.Add(1)
+func unconfirmed(pending []persist.Node, last error, timeout time.Duration) error {
 	if len(pending) == 0 {
-		return fmt.Errorf("%w within %s: the registry could not be read: %w", ErrUnconfirmed, n.opts.AckTimeout, last)
+		return fmt.Errorf("%w within %s: the registry could not be read: %w", ErrUnconfirmed, timeout, last)
 	}
 	names := make([]string, len(pending))
 	for i, nd := range pending {
 		names[i] = nd.ID + " (" + nd.Addr + ")"
 	}
-	return fmt.Errorf("%w within %s: %s", ErrUnconfirmed, n.opts.AckTimeout, strings.Join(names, ", "))
+	return fmt.Errorf("%w within %s: %s", ErrUnconfirmed, timeout, strings.Join(names, ", "))
 }
 
 // Nodes lists the live servers, from the registry; ErrOff when the
