@@ -440,7 +440,8 @@ func (n *Node) ensureWorker(ctx context.Context, t0 time.Time, bound int64) erro
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if errors.Is(err, persist.ErrNoWorker) {
-		n.gen.Revoke(fmt.Errorf("%w: %w", snowflake.ErrNoWorker, err))
+		n.gen.Revoke(fmt.Errorf("%w: all %d worker ids are leased to live servers; one is free when a server stops or its lease ends",
+			snowflake.ErrNoWorker, n.gen.Layout().Workers()))
 		if n.noWorker == nil {
 			n.log.Error("cluster: no Snowflake worker id free; Snowflake tags answer TRYAGAIN until one is", "err", err)
 		}
