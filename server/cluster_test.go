@@ -22,13 +22,16 @@ import (
 func startNode(t *testing.T, path, id string, heartbeat, ack time.Duration) *servertest.Instance {
 	t.Helper()
 	return servertest.Start(t, servertest.Options{
-		Path: path,
-		Cluster: &cluster.Options{
-			Heartbeat: heartbeat, Lease: time.Hour, AckTimeout: ack,
-			Node: persist.NodeInfo{ID: id, Version: "test"},
-		},
+		Path:      path,
+		Cluster:   nodeOptions(id, heartbeat, ack),
 		Snowflake: snowflake.Options{MaxClockBack: 5 * time.Millisecond},
 	})
+}
+
+// nodeOptions are a node's options: a lease of an hour, the heartbeat and
+// the ack timeout given.
+func nodeOptions(id string, heartbeat, ack time.Duration) *cluster.Options {
+	return &cluster.Options{Heartbeat: heartbeat, Lease: time.Hour, AckTimeout: ack, Node: persist.NodeInfo{ID: id, Version: "test"}}
 }
 
 // nodes reads LEAF.NODES as id -> fields.
