@@ -200,7 +200,7 @@ func (c *Core) clusterOp(ctx context.Context, op string, fn func(context.Context
 
 // Join implements Registry.
 func (c *Core) Join(ctx context.Context, n NodeInfo, ttl time.Duration) (int64, error) {
-	if err := checkNode(n); err != nil {
+	if err := CheckNode(n); err != nil {
 		return 0, fmt.Errorf("join: %w", err)
 	}
 	var head int64
@@ -521,8 +521,10 @@ func (c *Core) CreateTag(ctx context.Context, t Tag) (bool, error) {
 	return created, err
 }
 
-// checkNode accepts what the registry's columns hold.
-func checkNode(n NodeInfo) error {
+// CheckNode accepts what every backend's registry holds: a node id of 1
+// to MaxNodeIDLen bytes, an address and a version within their limits,
+// all valid UTF-8. The error wraps ErrInvalid.
+func CheckNode(n NodeInfo) error {
 	switch {
 	case n.ID == "" || len(n.ID) > MaxNodeIDLen || !utf8.ValidString(n.ID):
 		return fmt.Errorf("%w: node id %q", ErrInvalid, n.ID)

@@ -3,7 +3,10 @@ package storetest
 // The cluster registry (persist.Registry): nodes with leases, worker ids
 // leased with a bound, the change log, and tags created in a mode. Leases
 // are measured on the store's clock; a lease of 0 has expired as soon as
-// it is written, which is how these tests expire one without waiting.
+// it is written, which is how these tests expire one without waiting. A
+// backend may keep an expired registration (a renewal revives it) or drop
+// it (the renewal answers ErrLeaseLost and the node joins again): the
+// tests accept both.
 
 import (
 	"errors"
@@ -80,6 +83,20 @@ func mustRenew(t *testing.T, r persist.Registry, rn persist.Renewal) {
 	t.Helper()
 	if err := r.Renew(t.Context(), rn); err != nil {
 		t.Fatalf("Renew(%+v): %v", rn, err)
+	}
+}
+
+// renewOrJoin renews a node whose lease expired: a backend that dropped the
+// registration answers ErrLeaseLost, and the node joins again first.
+func renewOrJoin(t *testing.T, r persist.Registry, rn persist.Renewal) {
+	t.Helper()
+	err := r.Renew(t.Context(), rn)
+	if errors.Is(err, persist.ErrLeaseLost) {
+		mustJoin(t, r, rn.Node, rn.TTL)
+		err = r.Renew(t.Context(), rn)
+	}
+	if err != nil {
+		t.Fatalf("Renew(%+v) after the lease expired: %v", rn, err)
 	}
 }
 
@@ -163,7 +180,7 @@ func testRenewAndExpire(t *testing.T, open Opener) {
 	// registered, so it can renew.
 	mustRenew(t, r, persist.Renewal{Node: "b", TTL: 0, Seen: 3, Worker: -1})
 	wantNodes(t, r, "a/-1/7")
-	mustRenew(t, r, persist.Renewal{Node: "b", TTL: lease, Seen: 4, Worker: -1})
+	renewOrJoin(t, r, persist.Renewal{Node: "b", TTL: lease, Seen: 4, Worker: -1})
 	wantNodes(t, r, "a/-1/7", "b/-1/4")
 	// Two renewals in the same millisecond are no lost lease.
 	for range 3 {
@@ -222,15 +239,17 @@ func testWorkerIDs(t *testing.T, open Opener) {
 	if w.ID != idOf(got, "b") {
 		t.Fatalf("d leased %d, want b's expired %d", w.ID, idOf(got, "b"))
 	}
-	// c leaves: its id is free for b.
+	// c leaves: its id is free for b (joined again: its lease expired).
 	if err := r.Leave(t.Context(), "c", 1500); err != nil {
 		t.Fatal(err)
 	}
+	mustJoin(t, r, "b", lease)
 	w = mustLease(t, r, request("b", limit, 2000))
 	if w.ID != idOf(got, "c") || w.Prev != 1500 {
 		t.Fatalf("b leased %+v, want c's id %d with the bound c left, 1500", w, idOf(got, "c"))
 	}
 	// A limit below the ids in the table: those above it are never given.
+	mustJoin(t, r, "e", lease)
 	_, err = r.LeaseWorker(t.Context(), request("e", 1, 5000))
 	if idOf(got, "a") == 0 {
 		wantErr(t, "LeaseWorker limit 1 with id 0 held", err, persist.ErrNoWorker)
@@ -309,28 +328,46 @@ func testWorkerPreference(t *testing.T, open Opener) {
 }
 
 // testWorkerLost: a node whose id went to another after its lease expired
-// is told so on renewal, and its own lease is renewed all the same.
+// is told so on renewal (or that its registration is gone), and the other
+// keeps the id.
 func testWorkerLost(t *testing.T, open Opener) {
 	r := registry(t, open(t))
 	mustJoin(t, r, "a", lease)
 	mustJoin(t, r, "b", lease)
 	w := mustLease(t, r, request("a", 1, 1000))
-	// Expired, not taken: renewing keeps it.
 	mustRenew(t, r, persist.Renewal{Node: "a", TTL: 0, Worker: w.ID, Bound: 2000})
-	mustRenew(t, r, persist.Renewal{Node: "a", TTL: lease, Worker: w.ID, Bound: 2000})
-	if _, err := r.LeaseWorker(t.Context(), request("b", 1, 5000)); !errors.Is(err, persist.ErrNoWorker) {
-		t.Fatalf("b leased a renewed id: %v", err)
+	// Expired, not yet taken: a backend that keeps the registration lets
+	// its renewal keep the id, so b gets none.
+	if err := r.Renew(t.Context(), persist.Renewal{Node: "a", TTL: lease, Worker: w.ID, Bound: 2000}); err == nil {
+		if _, err := r.LeaseWorker(t.Context(), request("b", 1, 5000)); !errors.Is(err, persist.ErrNoWorker) {
+			t.Fatalf("b leased a renewed id: %v", err)
+		}
+		mustRenew(t, r, persist.Renewal{Node: "a", TTL: 0, Worker: w.ID, Bound: 2000})
+	} else if !errors.Is(err, persist.ErrLeaseLost) {
+		t.Fatalf("Renew after the lease expired: %v", err)
 	}
-	mustRenew(t, r, persist.Renewal{Node: "a", TTL: 0, Worker: w.ID, Bound: 2000})
-	mustLease(t, r, request("b", 1, 5000))
+	if got, want := mustLease(t, r, request("b", 1, 5000)), request("a", 1, 1000).Bound; got.ID != w.ID || got.Prev != want {
+		t.Fatalf("b leased %+v, want a's expired id %d with the bound a leased it with, %d", got, w.ID, want)
+	}
 	err := r.Renew(t.Context(), persist.Renewal{Node: "a", TTL: lease, Seen: 9, Worker: w.ID, Bound: 3000})
+	if errors.Is(err, persist.ErrLeaseLost) {
+		mustJoin(t, r, "a", lease)
+		err = r.Renew(t.Context(), persist.Renewal{Node: "a", TTL: lease, Seen: 9, Worker: w.ID, Bound: 3000})
+	}
 	wantErr(t, "Renew of a worker id taken by b", err, persist.ErrWorkerLost)
 	wantNodes(t, r, "a/-1/9", fmt.Sprintf("b/%d/0", w.ID))
-	// a leaving does not free b's id.
+	// a leaving does not free b's id, nor change its bound.
 	if err := r.Leave(t.Context(), "a", 0); err != nil {
 		t.Fatal(err)
 	}
 	wantNodes(t, r, fmt.Sprintf("b/%d/0", w.ID))
+	if err := r.Leave(t.Context(), "b", 4000); err != nil {
+		t.Fatal(err)
+	}
+	mustJoin(t, r, "c", lease)
+	if got := mustLease(t, r, request("c", 1, 5000)); got.Prev != 4000 {
+		t.Fatalf("after b left with 4000, Prev = %d", got.Prev)
+	}
 }
 
 // testConcurrentWorkers: nodes on handles of their own lease at once; each
@@ -536,8 +573,16 @@ func testCreateSnowflake(t *testing.T, open Opener) {
 
 // testRegistryTablesMissing: without the registry's tables (schema
 // creation off) the store works, tags have no mode, every registry call
-// says ErrNoCluster, and one warning tells how to create the tables.
+// says ErrNoCluster, and one warning tells how to create the tables. A
+// backend whose registry is not SQL tables (it cannot be missing) has it
+// even when opened without schema creation.
 func testRegistryTablesMissing(t *testing.T, db *DB) {
+	if _, ok := db.raw.(SQL); !ok {
+		r := registry(t, db.OpenWith(t, func(o *persist.Options) { o.CreateSchema = false }))
+		mustJoin(t, r, "a", lease)
+		wantNodes(t, r, "a/-1/0")
+		return
+	}
 	first := db.Open(t)
 	mustCreate(t, first, "t", 10, "")
 	if _, err := registry(t, first).CreateTag(t.Context(), persist.Tag{Name: "sf", Step: 1, Mode: persist.ModeSnowflake, Layout: "l"}); err != nil {
