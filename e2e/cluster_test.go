@@ -45,7 +45,7 @@ func liveNodes(t *testing.T, c *redis.Client) map[string]map[string]any {
 // confirm: the floor's error names it, and it applies the floor once it
 // runs again.
 func TestFloorsEverywhere(t *testing.T) {
-	forEachSharedStore(t, func(t *testing.T, dir string, env []string) {
+	forEachBackend(t, func(t *testing.T, dir string, env []string) {
 		env = append(env, clusterEnv...)
 		var procs []*proc
 		var clients []*redis.Client

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 	"github.com/leaf-id/leaf/persist/storetest"
@@ -56,14 +57,31 @@ func sqliteStore(t *testing.T, dir string) store {
 // database of the MariaDB of LEAF_TEST_MYSQL_DSN and on one of the
 // PostgreSQL of LEAF_TEST_POSTGRES_DSN: env points leaf at it.
 func forEachSharedStore(t *testing.T, f func(t *testing.T, dir string, env []string)) {
-	tests := []struct {
-		name string
-		open func(t *testing.T, dir string) store
-	}{
-		{"SQLite", sqliteStore},
-		{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
-		{"PostgreSQL", func(t *testing.T, _ string) store { return postgresStore(t) }},
-	}
+	forEachStoreOf(t, sharedStores, f)
+}
+
+// forEachBackend is forEachSharedStore and, beside them, a fresh prefix
+// of the etcd cluster of LEAF_TEST_ETCD_ENDPOINTS: every backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, dir string, env []string)) {
+	forEachStoreOf(t, append(sharedStores[:len(sharedStores):len(sharedStores)], namedStore{"Etcd", func(t *testing.T, _ string) store {
+		eps := etcdtest.Endpoints(t)
+		return etcdStoreAt(t, eps, etcdtest.Prefix(t, eps))
+	}}), f)
+}
+
+// namedStore opens a fresh store of one backend for a subtest.
+type namedStore struct {
+	name string
+	open func(t *testing.T, dir string) store
+}
+
+var sharedStores = []namedStore{
+	{"SQLite", sqliteStore},
+	{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
+	{"PostgreSQL", func(t *testing.T, _ string) store { return postgresStore(t) }},
+}
+
+func forEachStoreOf(t *testing.T, tests []namedStore, f func(t *testing.T, dir string, env []string)) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
