@@ -129,7 +129,12 @@ func (c *Core) initCluster(ctx context.Context, create bool) error {
 			}
 			return nil
 		}); err != nil && !c.denied(err) {
-			return fmt.Errorf("create the cluster tables: %w", c.Wrap(err))
+			// Another server starting at the same time may have made
+			// them first (PostgreSQL's CREATE ... IF NOT EXISTS then
+			// fails on its catalogue's unique index).
+			if again, merr := c.missingClusterTables(ctx); merr != nil || len(again) > 0 {
+				return fmt.Errorf("create the cluster tables: %w", c.Wrap(err))
+			}
 		}
 		if missing, err = c.missingClusterTables(ctx); err != nil {
 			return err
