@@ -140,16 +140,54 @@ func (c *Core) initCluster(ctx context.Context, create bool) error {
 			return err
 		}
 	}
+	if len(missing) == 0 {
+		missing = c.deniedClusterTables(ctx)
+	}
 	if len(missing) > 0 {
-		c.log.Warn("persist: the cluster tables are missing and schema creation is off (or this user may not create them), so cluster features are off: "+
+		attrs := []any{"backend", c.d.Name, "missing", strings.Join(missing, ","), "sql", strings.Join(ddl, ";\n")}
+		if c.d.Grant != nil {
+			grants := make([]string, len(missing))
+			for i, tb := range missing {
+				grants[i] = c.d.Grant(dctx, c.db, "SELECT, INSERT, UPDATE, DELETE", tb)
+			}
+			attrs = append(attrs, "grant", strings.Join(grants, ";\n"))
+		}
+		c.log.Warn("persist: the cluster tables are missing (and not created: schema creation is off or this user may not create them) "+
+			"or this user may not use them, so cluster features are off: "+
 			"this server runs alone (floors and steps take effect on it at once, on other servers when their cached IDs run out), "+
-			"LEAF.NODES lists nothing and Snowflake tags are refused; create the tables to turn them on "+
-			"(store.create_schema: true creates them)",
-			"backend", c.d.Name, "missing", strings.Join(missing, ","), "sql", strings.Join(ddl, ";\n"))
+			"LEAF.NODES lists nothing and Snowflake tags are refused; create the tables (store.create_schema: true creates them, "+
+			"given the privilege) and grant their use to turn them on", attrs...)
 		return nil
 	}
 	c.cluster = true
 	return nil
+}
+
+// deniedClusterTables names the registry's tables this user may not
+// change (the registry inserts, updates and deletes rows of each), probed
+// with statements that match no row.
+func (c *Core) deniedClusterTables(ctx context.Context) []string {
+	if c.d.Denied == nil {
+		return nil
+	}
+	var denied []string
+	for _, tb := range clusterTables {
+		first, _, _ := strings.Cut(tb.columns, ",")
+		for _, probe := range []string{
+			`INSERT INTO ` + tb.name + ` (` + tb.columns + `) SELECT ` + tb.columns + ` FROM ` + tb.name + ` WHERE 1 = 0`,
+			`UPDATE ` + tb.name + ` SET ` + first + ` = ` + first + ` WHERE 1 = 0`,
+			`DELETE FROM ` + tb.name + ` WHERE 1 = 0`,
+		} {
+			qctx, cancel := c.Deadline(ctx)
+			_, err := c.db.ExecContext(qctx, probe)
+			cancel()
+			if c.denied(err) {
+				denied = append(denied, tb.name)
+				break
+			}
+		}
+	}
+	return denied
 }
 
 // findCluster turns the registry on when its tables are there, quietly:
