@@ -86,7 +86,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	// The generator of every Snowflake tag; its worker id comes from the
 	// cluster registry.
-	layout, err := cluster.Layout(cfg.Cluster, time.Now())
+	layout, err := cli.SnowflakeLayout(cfg.Cluster, time.Now())
 	if err != nil {
 		return err
 	}

@@ -177,7 +177,7 @@ func tagsCreate(ctx context.Context, e *env, args []string) error {
 
 // createSnowflake creates a Snowflake tag with the configuration's layout.
 func createSnowflake(ctx context.Context, e *env, s persist.Backend, name string, step int64, desc string) error {
-	layout, err := cluster.Layout(e.cfg.Cluster, time.Now())
+	layout, err := SnowflakeLayout(e.cfg.Cluster, time.Now())
 	if err != nil {
 		return err
 	}

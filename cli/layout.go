@@ -1,4 +1,4 @@
-package cluster
+package cli
 
 import (
 	"fmt"
@@ -8,11 +8,13 @@ import (
 	"github.com/leaf-id/leaf/snowflake"
 )
 
-// Layout is the Snowflake layout of the cluster section, refused when it
-// is not usable at now (snowflake.Layout.Usable: less than a year left).
-// The server and the leaf tags command, which records it with the
-// Snowflake tags it creates, both take it from here.
-func Layout(c config.ClusterConfig, now time.Time) (snowflake.Layout, error) {
+// SnowflakeLayout is the Snowflake layout of the cluster section, refused
+// when it is not usable at now (snowflake.Layout.Usable: less than a year
+// left). The server and leaf tags, which records it with the Snowflake
+// tags it creates, both take it from here; it lives here rather than in
+// package cluster, which the protocol links, because config links the
+// MySQL driver's DSN parser.
+func SnowflakeLayout(c config.ClusterConfig, now time.Time) (snowflake.Layout, error) {
 	epoch, err := c.Epoch()
 	if err != nil {
 		return snowflake.Layout{}, fmt.Errorf("cluster.snowflake_epoch: %w", err)
