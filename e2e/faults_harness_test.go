@@ -376,6 +376,19 @@ func waitStoreOK(t testing.TB, c *redis.Client, want string) {
 	}, func() string { return fmt.Sprintf("INFO store_ok stayed %q, want %q", v, want) })
 }
 
+// waitServing waits until the server's node in the cluster registry
+// serves: registered, its lease current and the changes made meanwhile
+// read (it registers at its first heartbeat once the database answers).
+// A server without the registry serves from the start.
+func waitServing(t testing.TB, c *redis.Client) {
+	t.Helper()
+	var enabled, serving string
+	poll(t, func() bool {
+		enabled, serving = infoField(t, c, "cluster", "leaf_cluster"), infoField(t, c, "cluster", "node_serving")
+		return enabled == "0" || serving == "1"
+	}, func() string { return fmt.Sprintf("INFO leaf_cluster %q, node_serving stayed %q", enabled, serving) })
+}
+
 // poll calls cond every 10 ms until it holds, and fails the test with
 // failure's text when a minute passes first (a bound on a hang, not a
 // timing assertion).
@@ -419,6 +432,7 @@ func incrErr(c *redis.Client, tag string) (int64, string, error) {
 func incrAfterRecovery(t testing.TB, c *redis.Client, tag string) (int64, []string) {
 	t.Helper()
 	waitStoreOK(t, c, "1")
+	waitServing(t, c)
 	var tries []string
 	for len(tries) < 5 {
 		id, reply, err := incrErr(c, tag)
