@@ -21,11 +21,14 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/cli"
+	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/httpapi"
+	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/open"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
+	"github.com/leaf-id/leaf/snowflake"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -81,14 +84,40 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	defer store.Close()
 
+	// The generator of every Snowflake tag; its worker id comes from the
+	// cluster registry.
+	layout, err := cli.SnowflakeLayout(cfg.Cluster, time.Now())
+	if err != nil {
+		return err
+	}
+	log.Info("snowflake layout", "layout", layout.String(), "until", layout.End().UTC().Format(time.DateOnly),
+		"years_left", fmt.Sprintf("%.1f", layout.Lasts(time.Now()).Hours()/24/365.25),
+		"worker_ids", layout.Workers(), "ids_per_unit_per_server", layout.Capacity())
+	gen := snowflake.New(snowflake.Options{Layout: layout, MaxClockBack: cfg.Cluster.MaxClockBack})
+
 	// leaf_store_latency_seconds: told every range the allocator takes.
 	storeLatency := httpapi.NewStoreLatency()
 	aopts := allocatorOptions(cfg.Segment, log)
 	aopts.Observe = storeLatency.Observe
+	aopts.Modes = cluster.Modes(gen)
 	alloc := segment.New(store, aopts)
 	if err := alloc.Start(ctx); err != nil {
 		log.Warn("could not read the tag list; tags will be looked up on first use", "err", err)
 	}
+
+	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		_ = alloc.Close(context.Background())
+		return fmt.Errorf("listen on server.addr %s: %w", cfg.Server.Addr, err)
+	}
+	// Registered before serving: until then the segment tags are held.
+	reg, _ := store.(persist.Registry)
+	node := cluster.New(reg, alloc, gen, cluster.Options{
+		Heartbeat: cfg.Cluster.Heartbeat, Lease: cfg.Cluster.Lease, AckTimeout: cfg.Cluster.AckTimeout,
+		Node:   persist.NodeInfo{Addr: ln.Addr().String(), Version: version},
+		Logger: log,
+	})
+	node.Start(ctx)
 
 	srv := server.New(alloc, server.Options{
 		Password:      cfg.Server.Password,
@@ -103,12 +132,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		MaxPipeline:     cfg.Server.MaxPipeline,
 		EventLoops:      cfg.Server.EventLoops,
 		TLS:             tlsConf,
+		Cluster:         node,
 	})
-	ln, err := net.Listen("tcp", cfg.Server.Addr)
-	if err != nil {
-		_ = alloc.Close(context.Background())
-		return fmt.Errorf("listen on server.addr %s: %w", cfg.Server.Addr, err)
-	}
 	web, err := startHTTP(cfg.HTTP, httpapi.New(alloc, httpapi.Options{
 		Server:         srv,
 		StoreLatency:   storeLatency,
@@ -116,9 +141,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		PProf:          cfg.HTTP.PProf,
 		Version:        version,
 		Logger:         log,
+		Cluster:        node,
+		Snowflake:      gen,
 	}), log)
 	if err != nil {
 		ln.Close()
+		_ = node.Leave(context.Background())
 		_ = alloc.Close(context.Background())
 		return err
 	}
@@ -145,6 +173,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	if err := srv.Shutdown(down); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	// No ID is issued any more: the worker id goes back with the last
+	// time issued, and the others stop waiting for this server.
+	if err := node.Leave(down); err != nil {
+		log.Warn("leaving the cluster registry", "err", err)
 	}
 	// Only now, with no command running, may unused IDs be given back.
 	if err := alloc.Close(down); err != nil {

@@ -44,8 +44,11 @@ import (
 // usage is the help of every subcommand.
 const usage = `Usage:
   leaf tags list                                   every tag: max_id, step, description, update time
-  leaf tags create TAG [--step N] [--desc TEXT]    a new tag (step: segment.default_step)
-  leaf tags floor TAG N                            make every later ID of TAG greater than N (never lowers)
+  leaf tags create TAG [--step N] [--desc TEXT] [--mode segment|snowflake]
+                                                   a new tag (step: segment.default_step; snowflake:
+                                                   time-ordered IDs, layout cluster.snowflake_*)
+  leaf tags floor TAG N                            make every later ID of TAG greater than N (never lowers),
+                                                   confirmed by every running server
   leaf tags step TAG N                             change TAG's step in the table
   leaf import redis --from redis://[user:pass@]host:port[/db] [--match PATTERN] [--headroom N] [--dry-run]
                                                    raise each tag's floor above its Redis counter

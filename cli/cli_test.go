@@ -151,15 +151,15 @@ func TestTags(t *testing.T) {
 	t.Run("list", func(t *testing.T) {
 		r := mustRun(t, nil, "tags", "list", dsn)
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-		if got := strings.Fields(lines[0]); !reflect.DeepEqual(got, []string{"TAG", "MAX_ID", "STEP", "DESCRIPTION", "UPDATE_TIME"}) {
+		if got := strings.Fields(lines[0]); !reflect.DeepEqual(got, []string{"TAG", "MODE", "MAX_ID", "STEP", "DESCRIPTION", "UPDATE_TIME"}) {
 			t.Fatalf("header %q", lines[0])
 		}
 		wantLines := [][]string{
-			{"env", "1", "1000"},
-			{"fresh", "6", "1000"},
-			{"invoice", "1", "50", "invoice", "IDs"},
-			{"order", "1001", "70"},
-			{"user", "1", "7"},
+			{"env", "segment", "1", "1000"},
+			{"fresh", "segment", "6", "1000"},
+			{"invoice", "segment", "1", "50", "invoice", "IDs"},
+			{"order", "segment", "1001", "70"},
+			{"user", "segment", "1", "7"},
 		}
 		if len(lines) != 1+len(wantLines) {
 			t.Fatalf("list:\n%s", r.stdout)

@@ -97,10 +97,16 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	err = im.run(ctx, rdb, *match)
 	im.progress.done(im.sum)
 	fmt.Fprintln(e.stdout, im.sum.String(*dryRun))
-	if raised := im.sum.imported - im.sum.created; raised > 0 {
-		fmt.Fprintf(e.stderr, "note: %d tags already existed and %s raised: leaf servers that cached IDs of them "+
-			"first hand those out, below the floor; restart them (or run LEAF.FLOOR on each) before clients use the tags\n",
-			raised, map[bool]string{true: "would be", false: "were"}[*dryRun])
+	switch raised := im.sum.imported - im.sum.created; {
+	case raised > 0 && *dryRun:
+		fmt.Fprintf(e.stderr, "note: %d tags already exist and would be raised; the import tells the running leaf servers, "+
+			"which skip the IDs they cached below the floors and confirm, as for LEAF.FLOOR\n", raised)
+	case len(im.raised) > 0:
+		// Even after an error: the floors raised so far are in the store.
+		cerr := confirm(ctx, e, s, fmt.Sprintf("the floors of %d tags that existed", len(im.raised)), im.raised...)
+		if err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("stopped after %d keys (importing again is safe: floors only raise): %w", im.sum.keys, err)
@@ -145,6 +151,7 @@ type importer struct {
 	step     int64
 	progress *progress
 	sum      summary
+	raised   []persist.Change // floors raised on tags that existed, for the running servers
 }
 
 // summary counts what happened to the keys.
@@ -269,6 +276,7 @@ func (im *importer) key(ctx context.Context, key, val string) error {
 		im.report("created", key, "floor %d: max_id %d, step %d", floor, res.row.MaxID, res.row.Step)
 	case res.moved:
 		im.sum.imported++
+		im.raised = append(im.raised, persist.Change{Kind: persist.ChangeFloor, Tag: key, Value: floor})
 		im.report("raised", key, "floor %d: max_id %d", floor, res.row.MaxID)
 	default:
 		im.sum.above++

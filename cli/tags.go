@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -111,22 +112,27 @@ func tagsList(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tDESCRIPTION\tUPDATE_TIME")
+	fmt.Fprintln(tw, "TAG\tMODE\tMAX_ID\tSTEP\tDESCRIPTION\tUPDATE_TIME")
 	for _, t := range tags {
 		updated := "-"
 		if !t.UpdateTime.IsZero() {
 			updated = t.UpdateTime.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", t.Name, t.MaxID, t.Step, t.Description, updated)
+		mode := t.Mode
+		if mode == "" {
+			mode = "segment"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", t.Name, mode, t.MaxID, t.Step, t.Description, updated)
 	}
 	return tw.Flush()
 }
 
-// tagsCreate: leaf tags create TAG [--step N] [--desc TEXT].
+// tagsCreate: leaf tags create TAG [--step N] [--desc TEXT] [--mode segment|snowflake].
 func tagsCreate(ctx context.Context, e *env, args []string) error {
 	fs := newFlags("tags create")
 	step := fs.Int64("step", 0, "the table's step (default segment.default_step)")
 	desc := fs.String("desc", "", "description")
+	mode := fs.String("mode", "segment", "segment (Leaf's ranges) or snowflake (time-ordered IDs, cluster.snowflake_* layout)")
 	pos, err := positional(fs, args, "TAG")
 	if err != nil {
 		return err
@@ -137,6 +143,12 @@ func tagsCreate(ctx context.Context, e *env, args []string) error {
 	}
 	if err := e.load(); err != nil {
 		return err
+	}
+	if *mode != "segment" && *mode != persist.ModeSnowflake {
+		return fmt.Errorf("--mode %q: want segment or snowflake", *mode)
+	}
+	if *mode == persist.ModeSnowflake && fs.Changed("step") {
+		return errors.New("--step applies to segment tags only, not to --mode snowflake")
 	}
 	if !fs.Changed("step") {
 		*step = e.cfg.Segment.DefaultStep
@@ -149,6 +161,9 @@ func tagsCreate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer s.Close()
+	if *mode == persist.ModeSnowflake {
+		return createSnowflake(ctx, e, s, name, *step, *desc)
+	}
 	created, err := s.Create(ctx, name, *step, *desc)
 	if err != nil {
 		return err
@@ -157,6 +172,30 @@ func tagsCreate(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("tag %q already exists (leaf tags list shows it)", name)
 	}
 	fmt.Fprintf(e.stdout, "created %s: step %d, first ID 1\n", name, *step)
+	return nil
+}
+
+// createSnowflake creates a Snowflake tag with the configuration's layout.
+func createSnowflake(ctx context.Context, e *env, s persist.Backend, name string, step int64, desc string) error {
+	layout, err := SnowflakeLayout(e.cfg.Cluster, time.Now())
+	if err != nil {
+		return err
+	}
+	reg, ok := s.(persist.Registry)
+	if !ok {
+		return errors.New("this store keeps no cluster registry: Snowflake tags need one")
+	}
+	created, err := reg.CreateTag(ctx, persist.Tag{Name: name, Step: step, Description: desc, Mode: persist.ModeSnowflake, Layout: layout.String()})
+	if errors.Is(err, persist.ErrNoCluster) {
+		return fmt.Errorf("Snowflake tags need the cluster tables (store.create_schema: true creates them): %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	if !created {
+		return fmt.Errorf("tag %q already exists (leaf tags list shows it)", name)
+	}
+	fmt.Fprintf(e.stdout, "created %s: Snowflake IDs, layout %s\n", name, layout)
 	return nil
 }
 
@@ -188,8 +227,31 @@ func tagsFloor(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s already above %d: max_id %d, nothing changed\n", name, n, res.row.MaxID)
 	}
 	if res.moved && !res.created {
-		fmt.Fprintln(e.stderr, "note: running leaf servers first hand out the IDs they have cached (at most two segments each); "+
-			"LEAF.FLOOR through each server, or a restart, skips them at once")
+		return confirm(ctx, e, s, fmt.Sprintf("floor %d of %s", n, name), persist.Change{Kind: persist.ChangeFloor, Tag: name, Value: n})
+	}
+	return nil
+}
+
+// confirm announces changes made in the store to the running servers, as
+// LEAF.FLOOR and LEAF.STEP do, and waits until every live one confirmed
+// (cluster.ack_timeout); what names them for the error. Without the
+// cluster registry it says what the servers will do instead.
+func confirm(ctx context.Context, e *env, s persist.Backend, what string, changes ...persist.Change) error {
+	reg, ok := s.(persist.Registry)
+	if !ok {
+		return nil
+	}
+	n, err := cluster.Announce(ctx, reg, changes, e.cfg.Cluster.AckTimeout, e.cfg.Cluster.Heartbeat/10)
+	switch {
+	case errors.Is(err, persist.ErrNoCluster):
+		fmt.Fprintln(e.stderr, "note: without the cluster tables, running leaf servers first hand out the IDs they have cached "+
+			"(at most two segments each); LEAF.FLOOR through each server, or a restart, skips them at once")
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s is set in the store, but %w", what, err)
+	}
+	if n > 0 {
+		fmt.Fprintf(e.stdout, "confirmed by the %d running servers\n", n)
 	}
 	return nil
 }
@@ -215,7 +277,7 @@ func tagsStep(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s: step %d (servers use it from their next segment)\n", name, step)
-	return nil
+	return confirm(ctx, e, s, fmt.Sprintf("step %d of %s", step, name), persist.Change{Kind: persist.ChangeStep, Tag: name, Value: step})
 }
 
 // floorResult is what raiseFloor did.

@@ -32,6 +32,7 @@ type Config struct {
 	HTTP    HTTPConfig
 	Log     LogConfig
 	Segment SegmentConfig
+	Cluster ClusterConfig
 
 	// File is the configuration file that was read, "" when none was.
 	File string
@@ -93,6 +94,25 @@ type SegmentConfig struct {
 	MaxRetryBackoff time.Duration // segment.max_retry_backoff: longest wait between probes of a database that is away
 }
 
+// ClusterConfig is the servers sharing the store and the Snowflake tags
+// (section cluster).
+type ClusterConfig struct {
+	Heartbeat             time.Duration // cluster.heartbeat: how often the lease is renewed and the change log read
+	Lease                 time.Duration // cluster.lease: how long a renewal lasts; a server not renewed for it less a tenth serves nothing cached
+	AckTimeout            time.Duration // cluster.ack_timeout: how long LEAF.FLOOR, SET and LEAF.STEP wait for every live server to confirm
+	MaxClockBack          time.Duration // cluster.max_clock_back: a clock behind the last Snowflake ID by at most this is waited for
+	SnowflakeEpoch        string        // cluster.snowflake_epoch: time 0 of Snowflake IDs, RFC 3339 to the millisecond
+	SnowflakeUnit         time.Duration // cluster.snowflake_unit: one step of the time bits, whole milliseconds
+	SnowflakeTimeBits     int           // cluster.snowflake_time_bits
+	SnowflakeWorkerBits   int           // cluster.snowflake_worker_bits: 2^bits worker ids
+	SnowflakeSequenceBits int           // cluster.snowflake_sequence_bits: 2^bits IDs per unit per server
+}
+
+// Epoch parses SnowflakeEpoch (Validate has checked it).
+func (c ClusterConfig) Epoch() (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, c.SnowflakeEpoch)
+}
+
 // Default returns the built-in configuration: what Load returns when there
 // is no file, no LEAF_* variable and no flag. The repository's leaf.yaml
 // documents the same values, and the limits and the allocator's settings
@@ -134,6 +154,18 @@ func Default() Config {
 			AutoCreate:      true,
 			MaxBatch:        100_000,
 			MaxRetryBackoff: 10 * time.Second,
+		},
+		Cluster: ClusterConfig{
+			Heartbeat:    time.Second,
+			Lease:        30 * time.Second,
+			AckTimeout:   10 * time.Second,
+			MaxClockBack: 5 * time.Millisecond,
+			// Meituan Leaf's layout: Twitter's epoch, milliseconds, 41/10/12.
+			SnowflakeEpoch:        "2010-11-04T01:42:54.657Z",
+			SnowflakeUnit:         time.Millisecond,
+			SnowflakeTimeBits:     41,
+			SnowflakeWorkerBits:   10,
+			SnowflakeSequenceBits: 12,
 		},
 	}
 }
@@ -194,12 +226,22 @@ func keys() []key {
 		{"segment.auto_create", "create unknown tags on first use", func(c *Config) any { return &c.Segment.AutoCreate }},
 		{"segment.max_batch", "largest n accepted by INCRBY", func(c *Config) any { return &c.Segment.MaxBatch }},
 		{"segment.max_retry_backoff", "longest wait between probes of a database that is away", func(c *Config) any { return &c.Segment.MaxRetryBackoff }},
+
+		{"cluster.heartbeat", "how often the lease is renewed and changes from other servers are read", func(c *Config) any { return &c.Cluster.Heartbeat }},
+		{"cluster.lease", "how long a renewal lasts; a server not renewed for it less a tenth serves nothing cached", func(c *Config) any { return &c.Cluster.Lease }},
+		{"cluster.ack_timeout", "how long LEAF.FLOOR, SET and LEAF.STEP wait for every live server to confirm", func(c *Config) any { return &c.Cluster.AckTimeout }},
+		{"cluster.max_clock_back", "a clock behind the last Snowflake ID by at most this is waited for; more is refused", func(c *Config) any { return &c.Cluster.MaxClockBack }},
+		{"cluster.snowflake_epoch", "time 0 of Snowflake IDs, RFC 3339 to the millisecond", func(c *Config) any { return &c.Cluster.SnowflakeEpoch }},
+		{"cluster.snowflake_unit", "time unit of Snowflake IDs, whole milliseconds", func(c *Config) any { return &c.Cluster.SnowflakeUnit }},
+		{"cluster.snowflake_time_bits", "bits of time in a Snowflake ID", func(c *Config) any { return &c.Cluster.SnowflakeTimeBits }},
+		{"cluster.snowflake_worker_bits", "bits of worker id in a Snowflake ID (2^bits servers)", func(c *Config) any { return &c.Cluster.SnowflakeWorkerBits }},
+		{"cluster.snowflake_sequence_bits", "bits of sequence in a Snowflake ID (2^bits IDs per unit per server)", func(c *Config) any { return &c.Cluster.SnowflakeSequenceBits }},
 	}
 }
 
 // sections lists the top-level sections of leaf.yaml.
 func sections() []string {
-	return []string{"server", "store", "http", "log", "segment"}
+	return []string{"server", "store", "http", "log", "segment", "cluster"}
 }
 
 // envName is the environment variable of a key: "segment.load_timeout"

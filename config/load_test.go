@@ -58,6 +58,11 @@ func nonDefault() Config {
 			MaxBatch:        5000,
 			MaxRetryBackoff: 3 * time.Second,
 		},
+		Cluster: ClusterConfig{
+			Heartbeat: 2 * time.Second, Lease: 20 * time.Second, AckTimeout: 4 * time.Second, MaxClockBack: 2 * time.Millisecond,
+			SnowflakeEpoch: "2020-01-01T00:00:00Z", SnowflakeUnit: 10 * time.Millisecond,
+			SnowflakeTimeBits: 40, SnowflakeWorkerBits: 8, SnowflakeSequenceBits: 15,
+		},
 	}
 }
 
@@ -100,6 +105,15 @@ func allEnv() []string {
 		"LEAF_SEGMENT_AUTO_CREATE=false",
 		"LEAF_SEGMENT_MAX_BATCH=5000",
 		"LEAF_SEGMENT_MAX_RETRY_BACKOFF=3s",
+		"LEAF_CLUSTER_HEARTBEAT=2s",
+		"LEAF_CLUSTER_LEASE=20s",
+		"LEAF_CLUSTER_ACK_TIMEOUT=4s",
+		"LEAF_CLUSTER_MAX_CLOCK_BACK=2ms",
+		"LEAF_CLUSTER_SNOWFLAKE_EPOCH=2020-01-01T00:00:00Z",
+		"LEAF_CLUSTER_SNOWFLAKE_UNIT=10ms",
+		"LEAF_CLUSTER_SNOWFLAKE_TIME_BITS=40",
+		"LEAF_CLUSTER_SNOWFLAKE_WORKER_BITS=8",
+		"LEAF_CLUSTER_SNOWFLAKE_SEQUENCE_BITS=15",
 	}
 }
 
@@ -141,6 +155,15 @@ func allFlags() []string {
 		"--segment.auto_create=false",
 		"--segment.max_batch=5000",
 		"--segment.max_retry_backoff=3s",
+		"--cluster.heartbeat=2s",
+		"--cluster.lease", "20s",
+		"--cluster.ack_timeout=4s",
+		"--cluster.max_clock_back=2ms",
+		"--cluster.snowflake_epoch=2020-01-01T00:00:00Z",
+		"--cluster.snowflake_unit=10ms",
+		"--cluster.snowflake_time_bits=40",
+		"--cluster.snowflake_worker_bits=8",
+		"--cluster.snowflake_sequence_bits=15",
 	}
 }
 

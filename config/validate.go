@@ -125,6 +125,35 @@ func (c Config) Validate() error {
 	atLeast("segment.max_batch", g.MaxBatch, 1)
 	positive("segment.max_retry_backoff", g.MaxRetryBackoff)
 
+	cl := c.Cluster
+	positive("cluster.heartbeat", cl.Heartbeat)
+	if cl.Heartbeat > 0 && cl.Lease < 3*cl.Heartbeat {
+		// A lease must outlive a couple of missed heartbeats.
+		bad("cluster.lease", "must be at least 3 times cluster.heartbeat (%s), got %s", formatDuration(cl.Heartbeat), formatDuration(cl.Lease))
+	}
+	positive("cluster.ack_timeout", cl.AckTimeout)
+	if cl.MaxClockBack < 0 || cl.MaxClockBack > time.Second {
+		bad("cluster.max_clock_back", "must be from 0 to 1s (requests wait that long), got %s", formatDuration(cl.MaxClockBack))
+	}
+	if epoch, err := cl.Epoch(); err != nil {
+		bad("cluster.snowflake_epoch", "must be an RFC 3339 time such as 2010-11-04T01:42:54.657Z, got %q", cl.SnowflakeEpoch)
+	} else if !epoch.Truncate(time.Millisecond).Equal(epoch) {
+		bad("cluster.snowflake_epoch", "must be a whole millisecond, got %q", cl.SnowflakeEpoch)
+	}
+	if cl.SnowflakeUnit < time.Millisecond || cl.SnowflakeUnit > time.Hour || cl.SnowflakeUnit%time.Millisecond != 0 {
+		bad("cluster.snowflake_unit", "must be whole milliseconds from 1ms to 1h, got %s", formatDuration(cl.SnowflakeUnit))
+	}
+	atLeast("cluster.snowflake_time_bits", int64(cl.SnowflakeTimeBits), 1)
+	atLeast("cluster.snowflake_worker_bits", int64(cl.SnowflakeWorkerBits), 1)
+	if cl.SnowflakeWorkerBits > 16 {
+		bad("cluster.snowflake_worker_bits", "must be <= 16, got %d", cl.SnowflakeWorkerBits)
+	}
+	atLeast("cluster.snowflake_sequence_bits", int64(cl.SnowflakeSequenceBits), 1)
+	if n := cl.SnowflakeTimeBits + cl.SnowflakeWorkerBits + cl.SnowflakeSequenceBits; n != 63 {
+		bad("cluster.snowflake_time_bits", "with cluster.snowflake_worker_bits and cluster.snowflake_sequence_bits must make 63 "+
+			"(a positive int64), got %d+%d+%d", cl.SnowflakeTimeBits, cl.SnowflakeWorkerBits, cl.SnowflakeSequenceBits)
+	}
+
 	return errors.Join(errs...)
 }
 

@@ -75,6 +75,17 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"segment.auto_create", []string{"LEAF_SEGMENT_AUTO_CREATE=2"}, `config: segment.auto_create: invalid boolean "2" (want true or false)`, nil},
 		{"segment.max_batch", []string{"LEAF_SEGMENT_MAX_BATCH=0"}, "config: segment.max_batch: must be >= 1, got 0", nil},
 		{"segment.max_retry_backoff", []string{"LEAF_SEGMENT_MAX_RETRY_BACKOFF=0s"}, "config: segment.max_retry_backoff: must be > 0, got 0", nil},
+
+		{"cluster.heartbeat", []string{"LEAF_CLUSTER_HEARTBEAT=0s"}, "config: cluster.heartbeat: must be > 0, got 0", nil},
+		{"cluster.lease below 3 heartbeats", []string{"LEAF_CLUSTER_HEARTBEAT=2s", "LEAF_CLUSTER_LEASE=5s"},
+			"config: cluster.lease: must be at least 3 times cluster.heartbeat (2s), got 5s", nil},
+		{"cluster.ack_timeout", []string{"LEAF_CLUSTER_ACK_TIMEOUT=-1s"}, "config: cluster.ack_timeout: must be > 0, got -1s", nil},
+		{"cluster.max_clock_back", []string{"LEAF_CLUSTER_MAX_CLOCK_BACK=2s"}, "config: cluster.max_clock_back: must be from 0 to 1s (requests wait that long), got 2s", nil},
+		{"cluster.snowflake_epoch not a time", []string{"LEAF_CLUSTER_SNOWFLAKE_EPOCH=2020-01-01"}, "", []string{`config: cluster.snowflake_epoch: must be an RFC 3339 time`, `got "2020-01-01"`}},
+		{"cluster.snowflake_epoch below a millisecond", []string{"LEAF_CLUSTER_SNOWFLAKE_EPOCH=2020-01-01T00:00:00.0001Z"}, `config: cluster.snowflake_epoch: must be a whole millisecond, got "2020-01-01T00:00:00.0001Z"`, nil},
+		{"cluster.snowflake_unit", []string{"LEAF_CLUSTER_SNOWFLAKE_UNIT=1500us"}, "config: cluster.snowflake_unit: must be whole milliseconds from 1ms to 1h, got 1.5ms", nil},
+		{"cluster.snowflake_worker_bits", []string{"LEAF_CLUSTER_SNOWFLAKE_WORKER_BITS=17", "LEAF_CLUSTER_SNOWFLAKE_TIME_BITS=34"}, "config: cluster.snowflake_worker_bits: must be <= 16, got 17", nil},
+		{"cluster.snowflake bits not 63", []string{"LEAF_CLUSTER_SNOWFLAKE_SEQUENCE_BITS=13"}, "", []string{"config: cluster.snowflake_time_bits: with cluster.snowflake_worker_bits and cluster.snowflake_sequence_bits must make 63", "got 41+10+13"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

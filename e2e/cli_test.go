@@ -52,8 +52,8 @@ func TestCLIBinary(t *testing.T) {
 		notContain string
 	}{
 		{"create", []string{"tags", "create", "order", "--step=100"}, 0, "created order: step 100, first ID 1\n", "", ""},
-		{"floor", []string{"tags", "floor", "order", "5000"}, 0, "raised order to floor 5000: max_id 5001", "note: running leaf servers", ""},
-		{"list", []string{"tags", "list"}, 0, "TAG    MAX_ID  STEP  DESCRIPTION  UPDATE_TIME\norder  5001    100", "", ""},
+		{"floor", []string{"tags", "floor", "order", "5000"}, 0, "raised order to floor 5000: max_id 5001", "", "note:"},
+		{"list", []string{"tags", "list"}, 0, "TAG    MODE     MAX_ID  STEP  DESCRIPTION  UPDATE_TIME\norder  segment  5001    100", "", ""},
 		{"help", []string{"tags", "--help"}, 0, "Usage:\n  leaf tags list", "", ""},
 		{"error", []string{"tags", "create", "order"}, 1, "", "leaf: tags: tag \"order\" already exists", ""},
 		{"bad dsn", []string{"tags", "list", "--store.driver=mysql", "--store.dsn=leaf:hunter2@tcp(127.0.0.1:1)/leaf"}, 1, "",

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 	"github.com/leaf-id/leaf/persist/storetest"
@@ -56,14 +57,31 @@ func sqliteStore(t *testing.T, dir string) store {
 // database of the MariaDB of LEAF_TEST_MYSQL_DSN and on one of the
 // PostgreSQL of LEAF_TEST_POSTGRES_DSN: env points leaf at it.
 func forEachSharedStore(t *testing.T, f func(t *testing.T, dir string, env []string)) {
-	tests := []struct {
-		name string
-		open func(t *testing.T, dir string) store
-	}{
-		{"SQLite", sqliteStore},
-		{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
-		{"PostgreSQL", func(t *testing.T, _ string) store { return postgresStore(t) }},
-	}
+	forEachStoreOf(t, sharedStores, f)
+}
+
+// forEachBackend is forEachSharedStore and, beside them, a fresh prefix
+// of the etcd cluster of LEAF_TEST_ETCD_ENDPOINTS: every backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, dir string, env []string)) {
+	forEachStoreOf(t, append(sharedStores[:len(sharedStores):len(sharedStores)], namedStore{"Etcd", func(t *testing.T, _ string) store {
+		eps := etcdtest.Endpoints(t)
+		return etcdStoreAt(t, eps, etcdtest.Prefix(t, eps))
+	}}), f)
+}
+
+// namedStore opens a fresh store of one backend for a subtest.
+type namedStore struct {
+	name string
+	open func(t *testing.T, dir string) store
+}
+
+var sharedStores = []namedStore{
+	{"SQLite", sqliteStore},
+	{"MySQL", func(t *testing.T, _ string) store { return mysqlStore(t) }},
+	{"PostgreSQL", func(t *testing.T, _ string) store { return postgresStore(t) }},
+}
+
+func forEachStoreOf(t *testing.T, tests []namedStore, f func(t *testing.T, dir string, env []string)) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -358,6 +376,19 @@ func waitStoreOK(t testing.TB, c *redis.Client, want string) {
 	}, func() string { return fmt.Sprintf("INFO store_ok stayed %q, want %q", v, want) })
 }
 
+// waitServing waits until the server's node in the cluster registry
+// serves: registered, its lease current and the changes made meanwhile
+// read (it registers at its first heartbeat once the database answers).
+// A server without the registry serves from the start.
+func waitServing(t testing.TB, c *redis.Client) {
+	t.Helper()
+	var enabled, serving string
+	poll(t, func() bool {
+		enabled, serving = infoField(t, c, "cluster", "leaf_cluster"), infoField(t, c, "cluster", "node_serving")
+		return enabled == "0" || serving == "1"
+	}, func() string { return fmt.Sprintf("INFO leaf_cluster %q, node_serving stayed %q", enabled, serving) })
+}
+
 // poll calls cond every 10 ms until it holds, and fails the test with
 // failure's text when a minute passes first (a bound on a hang, not a
 // timing assertion).
@@ -401,6 +432,7 @@ func incrErr(c *redis.Client, tag string) (int64, string, error) {
 func incrAfterRecovery(t testing.TB, c *redis.Client, tag string) (int64, []string) {
 	t.Helper()
 	waitStoreOK(t, c, "1")
+	waitServing(t, c)
 	var tries []string
 	for len(tries) < 5 {
 		id, reply, err := incrErr(c, tag)

@@ -11,14 +11,17 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/httpapi"
 	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server/servertest"
+	"github.com/leaf-id/leaf/snowflake"
 )
 
 // flakyStore is a persist.Store that fails every call while down is set,
@@ -86,6 +89,11 @@ type setup struct {
 	maxTags int                    // Options.MetricsMaxTags; 0 means 1000
 	pprof   bool
 	pageSz  int // Options.PageSize; 0 means its default
+	// cluster makes the server a node of the store's registry, with a
+	// Snowflake generator; its clock, when set (else time.Now). The store
+	// cannot be taken away then.
+	cluster bool
+	now     func() time.Time
 }
 
 // start runs a server, its allocator and the HTTP handler; all stop at
@@ -99,25 +107,35 @@ func start(t *testing.T, s setup) *env {
 		s.seg(&so)
 	}
 	e := &env{}
-	e.Instance = servertest.Start(t, servertest.Options{
+	so2 := servertest.Options{
 		Segment: &so,
 		Wrap: func(st persist.Store) persist.Store {
 			e.store = &flakyStore{Store: st}
 			return e.store
 		},
-	})
+	}
+	if s.cluster {
+		so2.Wrap = nil // Snowflake tags are created through the registry the wrapper would hide
+		so2.Cluster = &cluster.Options{Heartbeat: time.Hour, Lease: time.Hour, Node: persist.NodeInfo{ID: "web1", Version: "test"}}
+		so2.Snowflake = snowflake.Options{Layout: snowflake.DefaultLayout(), MaxClockBack: 5 * time.Millisecond, Now: s.now}
+	}
+	e.Instance = servertest.Start(t, so2)
 	maxTags := s.maxTags
 	if maxTags == 0 {
 		maxTags = 1000
 	}
-	hs := httptest.NewServer(httpapi.New(e.Alloc, httpapi.Options{
+	ho := httpapi.Options{
 		Server:         e.Server,
 		StoreLatency:   lat,
 		MetricsMaxTags: maxTags,
 		PProf:          s.pprof,
 		PageSize:       s.pageSz,
 		Version:        "test",
-	}))
+	}
+	if s.cluster {
+		ho.Cluster, ho.Snowflake = e.Node, e.Gen
+	}
+	hs := httptest.NewServer(httpapi.New(e.Alloc, ho))
 	t.Cleanup(hs.Close) // registered last: runs before the server stops
 	e.URL = hs.URL
 	return e

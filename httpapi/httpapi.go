@@ -50,6 +50,12 @@ type Options struct {
 	// PageSize is how many tags one status page shows; 0 is 100. The page
 	// pages and filters (?q=, ?page=) so 100,000 tags stay one small page.
 	PageSize int
+	// Cluster, when set, adds the cluster registry to the status page and
+	// the metrics (cluster.go).
+	Cluster Cluster
+	// Snowflake, when set, serves Leaf's Snowflake API (snowflake.go);
+	// without it /api/snowflake/get answers 404.
+	Snowflake Snowflake
 }
 
 // handler serves every endpoint; see the package documentation.
@@ -97,7 +103,7 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 	// Leaf maps these with @RequestMapping and no method: any method works.
 	m.HandleFunc("/api/segment/get/{key}", h.segmentGet)
 	m.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
-	m.HandleFunc("/api/snowflake/get", h.snowflakeGet)
+	m.HandleFunc("/decodeSnowflakeId", h.decodeSnowflake)
 	m.HandleFunc("GET /cache", h.cache)
 	m.HandleFunc("GET /{$}", h.status)
 	if opts.PProf {

@@ -30,7 +30,7 @@ import (
 // down is -1, and no cached IDs with the database unavailable, or any other
 // failure to get a segment, is -3.
 //
-// Leaf's snowflake mode does not exist in leaf: its paths answer 404.
+// Leaf's Snowflake API is in snowflake.go.
 
 // Leaf's exception codes (SegmentIDGenImpl).
 const (
@@ -78,17 +78,29 @@ func leafCode(err error) int {
 
 // leafError answers err as Leaf does: 500 and Spring Boot's JSON.
 func (h *handler) leafError(w http.ResponseWriter, r *http.Request, err error) {
+	h.leafErrorCode(w, r, leafCode(err), err)
+}
+
+// leafErrorCode answers Leaf's exception with code, leaf's reason err in
+// the X-Leaf-Error header.
+func (h *handler) leafErrorCode(w http.ResponseWriter, r *http.Request, code int, err error) {
+	w.Header().Set("X-Leaf-Error", headerSafe(err.Error()))
+	h.springError(w, r, http.StatusInternalServerError, "Internal Server Error", leafException,
+		"Result{id="+strconv.Itoa(code)+", status=EXCEPTION}")
+}
+
+// springError answers Spring Boot 1.5's error body.
+func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int, reason, exception, message string) {
 	body, _ := json.Marshal(springError{
 		Timestamp: h.now().UnixMilli(),
-		Status:    http.StatusInternalServerError,
-		Error:     "Internal Server Error",
-		Exception: leafException,
-		Message:   "Result{id=" + strconv.Itoa(leafCode(err)) + ", status=EXCEPTION}",
+		Status:    status,
+		Error:     reason,
+		Exception: exception,
+		Message:   message,
 		Path:      r.URL.Path,
 	})
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-	w.Header().Set("X-Leaf-Error", headerSafe(err.Error()))
-	w.WriteHeader(http.StatusInternalServerError)
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
 
@@ -100,12 +112,6 @@ func headerSafe(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// snowflakeGet: leaf has only Leaf's segment mode.
-func (h *handler) snowflakeGet(w http.ResponseWriter, r *http.Request) {
-	writeText(w, http.StatusNotFound,
-		"leaf has no snowflake mode: it serves Leaf's segment mode only, at /api/segment/get/{key}\n")
 }
 
 // segmentBufferView is one tag of Leaf's /cache, named as Leaf's

@@ -131,8 +131,9 @@ func TestLeafAPIErrors(t *testing.T) {
 func TestLeafAPINotFound(t *testing.T) {
 	e := start(t, setup{})
 	for _, tc := range []struct{ path, body string }{
-		{"/api/snowflake/get/order", "no snowflake mode"},
-		{"/api/snowflake/get", "no snowflake mode"},
+		{"/api/snowflake/get/order", "makes no Snowflake IDs"}, // without a generator
+		{"/api/snowflake/get", "404 page not found"},
+		{"/api/snowflake/get/", "404 page not found"},
 		{"/api/segment/get/", "404 page not found"},
 		{"/api/segment/get/a/b", "404 page not found"},
 		{"/nosuch", "404 page not found"},

@@ -62,6 +62,9 @@ func (h *handler) metricsHandler() http.Handler {
 	if h.opts.StoreLatency != nil {
 		reg.MustRegister(h.opts.StoreLatency.vec)
 	}
+	if h.opts.Cluster != nil {
+		reg.MustRegister(newClusterCollector(h.opts.Cluster))
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slogPrinter{h},
 		ErrorHandling: promhttp.ContinueOnError,

@@ -28,6 +28,7 @@ func parseTemplates() *template.Template {
 	return template.Must(template.New("").Funcs(template.FuncMap{
 		"runway": formatRunway,
 		"when":   formatWhen,
+		"ms":     func(d time.Duration) int64 { return d.Milliseconds() },
 	}).ParseFS(templateFS, "templates/*.html"))
 }
 
@@ -46,6 +47,7 @@ type statusPage struct {
 	CachedIDs int64    // over every tag
 	Issued    int64    // over every tag
 	PProf     bool
+	Cluster   *clusterView // nil without the cluster registry
 
 	Query            string // ?q=: tags whose name contains it
 	Matching         int    // tags matching Query
@@ -81,6 +83,7 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		Ready:   readiness(st, tags),
 		Store:   st,
 		PProf:   h.opts.PProf,
+		Cluster: h.clusterView(r.Context()),
 
 		TagCount: len(tags),
 		Query:    r.URL.Query().Get("q"),

@@ -156,6 +156,22 @@ type Dialect struct {
 	// Options fields (ConnMaxLifetime 0: never recycled).
 	MaxOpenConns    int
 	ConnMaxLifetime time.Duration
+
+	// The cluster registry (Registry, core_cluster.go).
+
+	// ClusterDDL returns the CREATE TABLE IF NOT EXISTS statements of the
+	// registry's tables (leaf_node, leaf_worker, leaf_change, leaf_mode),
+	// run when Options.CreateSchema is set and shown in the warning when
+	// they are missing; q reads the catalogue, as for GuardDDL.
+	ClusterDDL func(ctx context.Context, q Querier) []string
+	// Now is a SELECT of one BIGINT: the database's clock in milliseconds
+	// since the Unix epoch. Leases are measured on it, so that the
+	// servers' clocks need not agree.
+	Now string
+	// IfAbsent ends an INSERT of one row so that, when a row with the same
+	// primary key (the column key) exists, it inserts nothing and counts
+	// 0 rows, without hiding other errors.
+	IfAbsent func(key string) string
 }
 
 // NumberedPlaceholders is a Dialect.Rebind for databases that number their
@@ -206,6 +222,10 @@ type Core struct {
 	// channel, because its blocked senders go first come, first served,
 	// and a wait for it ends with the caller's context.
 	turn chan struct{}
+	// cluster: the registry's tables are there (Registry, core_cluster.go),
+	// and tags are read with their mode. Set by InitSchema.
+	cluster bool
+	rq      clusterStatements
 }
 
 // NewCore makes the shared SQL core over db, which it owns from now on
@@ -220,7 +240,7 @@ func NewCore(db *sql.DB, d *Dialect, opts Options) *Core {
 	if db != nil {
 		pool(db, opts, d.MaxOpenConns, d.ConnMaxLifetime)
 	}
-	c := &Core{db: db, d: d, q: newStatements(d), queryTimeout: qt, log: opts.Log(), readOnly: opts.ReadOnly}
+	c := &Core{db: db, d: d, q: newStatements(d), rq: newClusterStatements(d), queryTimeout: qt, log: opts.Log(), readOnly: opts.ReadOnly}
 	if d.OneWriter {
 		c.turn = make(chan struct{}, 1)
 	}
@@ -249,6 +269,9 @@ func (c *Core) DB() *sql.DB { return c.db }
 
 const columns = `biz_tag, max_id, step, description, update_time`
 
+// modeColumns are columns, of leaf_alloc a, and the mode of leaf_mode m.
+const modeColumns = `a.biz_tag, a.max_id, a.step, a.description, a.update_time, m.mode, m.layout`
+
 // statements are every statement Core runs, in the dialect's placeholder
 // form, made once by NewCore.
 type statements struct {
@@ -258,6 +281,7 @@ type statements struct {
 	ensureGuard, readGuarded     string
 	moveRange, raiseGuard        string
 	tags, readTag, exists        string
+	tagsMode, readTagMode        string // with leaf_mode's columns
 	insertIfAbsent               string
 	giveBack, lowerGuard         string
 	setStep, raiseFloor          string
@@ -293,6 +317,8 @@ func newStatements(d *Dialect) statements {
 		raiseGuard:     rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ?`),
 		tags:           `SELECT ` + columns + ` FROM leaf_alloc ORDER BY biz_tag`,
 		readTag:        rebind(`SELECT ` + columns + ` FROM leaf_alloc WHERE biz_tag = ?`),
+		tagsMode:       `SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag ORDER BY a.biz_tag`,
+		readTagMode:    rebind(`SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag WHERE a.biz_tag = ?`),
 		exists:         rebind(`SELECT 1 FROM leaf_alloc WHERE biz_tag = ?`),
 		insertIfAbsent: rebind(d.InsertIfAbsent),
 		giveBack: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
@@ -625,13 +651,17 @@ func (c *Core) Tags(ctx context.Context) ([]Tag, error) {
 	var tags []Tag
 	err := c.do(ctx, "tags", "", func(ctx context.Context) error {
 		tags = tags[:0]
-		rows, err := c.db.QueryContext(ctx, c.q.tags)
+		query := c.q.tags
+		if c.cluster {
+			query = c.q.tagsMode
+		}
+		rows, err := c.db.QueryContext(ctx, query)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			t, err := scanTag(rows)
+			t, err := c.scanTag(rows)
 			if err != nil {
 				return err
 			}
@@ -795,7 +825,11 @@ func affected(ctx context.Context, e execer, query string, args ...any) (int64, 
 }
 
 func (c *Core) readTag(ctx context.Context, q Querier, name string) (Tag, error) {
-	t, err := scanTag(q.QueryRowContext(ctx, c.q.readTag, name))
+	query := c.q.readTag
+	if c.cluster {
+		query = c.q.readTagMode
+	}
+	t, err := c.scanTag(q.QueryRowContext(ctx, query, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Tag{}, ErrNotFound
 	}
@@ -814,11 +848,17 @@ func (c *Core) exists(ctx context.Context, q Querier, name string) error {
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanTag(s scanner) (Tag, error) {
+// scanTag reads a row of columns, or of modeColumns when the registry's
+// tables are there.
+func (c *Core) scanTag(s scanner) (Tag, error) {
 	var t Tag
-	var desc sql.NullString
-	err := s.Scan(&t.Name, &t.MaxID, &t.Step, &desc, (*timeScanner)(&t.UpdateTime))
-	t.Description = desc.String
+	var desc, mode, layout sql.NullString
+	dest := []any{&t.Name, &t.MaxID, &t.Step, &desc, (*timeScanner)(&t.UpdateTime)}
+	if c.cluster {
+		dest = append(dest, &mode, &layout)
+	}
+	err := s.Scan(dest...)
+	t.Description, t.Mode, t.Layout = desc.String, mode.String, layout.String
 	return t, err
 }
 

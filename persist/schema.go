@@ -35,19 +35,34 @@ const guardOffCost = "a server that starts after a row was deleted and re-create
 //     ErrDenied naming the GRANT.
 //
 // A leaf_guard without leaf's columns is ErrSchema. Opened ReadOnly, only
-// leaf_alloc is checked.
+// leaf_alloc is checked, and the cluster registry's tables are looked for
+// (tags are then read with their mode). The registry is optional too
+// (initCluster).
 func (c *Core) InitSchema(ctx context.Context, create bool) error {
+	created, err := c.initAlloc(ctx, create)
+	if err != nil {
+		return err
+	}
+	if c.readOnly {
+		return c.findCluster(ctx)
+	}
+	return c.initCluster(ctx, created)
+}
+
+// initAlloc is InitSchema for leaf_alloc and leaf_guard; created reports
+// that schema creation is on and the user may create tables.
+func (c *Core) initAlloc(ctx context.Context, create bool) (created bool, err error) {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	if err := c.db.PingContext(ctx); err != nil {
-		return c.Wrap(err)
+		return false, c.Wrap(err)
 	}
 	noCreate := "schema creation is off" // why leaf_guard is not created
 	if create {
 		noCreate = ""
 		if _, err := c.db.ExecContext(ctx, c.d.CreateTable); err != nil {
 			if !c.denied(err) {
-				return fmt.Errorf("create table leaf_alloc: %w", c.Wrap(err))
+				return false, fmt.Errorf("create table leaf_alloc: %w", c.Wrap(err))
 			}
 			noCreate = "this user may not create it"
 			c.log.Warn("persist: store.create_schema is on but this user may not create tables: the tables are used as they are",
@@ -57,20 +72,20 @@ func (c *Core) InitSchema(ctx context.Context, create bool) error {
 	if err := c.checkTable(ctx, c.q.checkAlloc); err != nil {
 		switch {
 		case c.d.NoTable(err):
-			return fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
+			return false, fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
 		case c.denied(err):
-			return c.needed(ctx, err)
+			return false, c.needed(ctx, err)
 		}
-		return err
+		return false, err
 	}
 	if c.readOnly {
-		return nil // no write will be made: nothing else to learn
+		return false, nil // no write will be made: nothing else to learn
 	}
 	if err := c.writable(ctx); err != nil {
-		return err
+		return false, err
 	}
-	if err := c.initGuard(ctx, noCreate); err != nil {
-		return err
+	if noCreate, err = c.initGuard(ctx, noCreate); err != nil {
+		return false, err
 	}
 	if c.d.Denied != nil {
 		if _, err := c.db.ExecContext(ctx, probeInsertAlloc); c.denied(err) {
@@ -80,7 +95,7 @@ func (c *Core) InitSchema(ctx context.Context, create bool) error {
 				"backend", c.d.Name, "grant", c.grantInsert)
 		}
 	}
-	return nil
+	return noCreate == "", nil
 }
 
 // needed is the error of a user who may not read or update leaf_alloc.
@@ -114,14 +129,15 @@ func (c *Core) writable(ctx context.Context) error {
 
 // initGuard turns the persistent guard on when leaf_guard is there (made
 // now unless noCreate says why not) and the user may read and write it;
-// otherwise it warns, once, saying what to do.
-func (c *Core) initGuard(ctx context.Context, noCreate string) error {
+// otherwise it warns, once, saying what to do. It returns why tables
+// cannot be created ("" when they can).
+func (c *Core) initGuard(ctx context.Context, noCreate string) (string, error) {
 	ddl := c.d.GuardDDL(ctx, c.db)
 	var denied error
 	if noCreate == "" {
 		if _, err := c.db.ExecContext(ctx, ddl); err != nil {
 			if !c.denied(err) {
-				return fmt.Errorf("create table leaf_guard: %w", c.Wrap(err))
+				return noCreate, fmt.Errorf("create table leaf_guard: %w", c.Wrap(err))
 			}
 			noCreate, denied = "this user may not create it", err
 		}
@@ -140,24 +156,24 @@ func (c *Core) initGuard(ctx context.Context, noCreate string) error {
 		}
 		c.log.Warn("persist: table leaf_guard is missing and "+noCreate+", so the persistent guard is off: "+guardOffCost+
 			"; create the table (store.create_schema: true creates it, given the privilege) to turn the guard on", attrs...)
-		return nil
+		return noCreate, nil
 	case c.denied(err):
 		// MySQL says so of a table that does not exist, too.
 		c.warnGuardDenied(ddl, grant(), err)
-		return nil
+		return noCreate, nil
 	default:
-		return fmt.Errorf("table leaf_guard (want biz_tag, high): %w", err)
+		return noCreate, fmt.Errorf("table leaf_guard (want biz_tag, high): %w", err)
 	}
 	if c.d.Denied != nil {
 		for _, probe := range []string{probeInsertGuard, probeUpdateGuard} {
 			if _, err := c.db.ExecContext(ctx, probe); c.denied(err) {
 				c.warnGuardDenied(ddl, grant(), err)
-				return nil
+				return noCreate, nil
 			}
 		}
 	}
 	c.guard = true
-	return nil
+	return noCreate, nil
 }
 
 func (c *Core) warnGuardDenied(ddl, grant string, err error) {

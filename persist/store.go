@@ -58,6 +58,11 @@ type Tag struct {
 	Step        int64 // the table's step: the floor of the adaptive step
 	Description string
 	UpdateTime  time.Time
+	// Mode is "" for Leaf's segment mode, or ModeSnowflake; Layout is the
+	// Snowflake layout the tag was created with. Both come from leaf's own
+	// leaf_mode table, read with the row ("" without the registry).
+	Mode   string
+	Layout string
 }
 
 // Range is a reserved block of IDs [Start, End) and the row's step at the

@@ -7,9 +7,10 @@
 #     through go-redis pipelines, and one client's INCR latency (p50, p99)
 #     beside 1,500 idle connections (server/), all with allocations;
 #     package client's Next against one INCR per ID over the wire to the
-#     same leaf (client/); Take, the store's transaction per segment, on
-#     SQLite, MariaDB, PostgreSQL and a three-member etcd cluster
-#     (persist/*/).
+#     same leaf (client/); INCR on a Snowflake tag against INCR on a
+#     segment tag over the wire, alternating, with the median ratio
+#     (server/); Take, the store's transaction per segment, on SQLite,
+#     MariaDB, PostgreSQL and a three-member etcd cluster (persist/*/).
 #  2. redis-benchmark INCR on one key against leaf (built with
 #     CGO_ENABLED=0, on a fresh SQLite file) and against a redis-server 7
 #     (--save '' --appendonly no), both on free loopback ports of this
@@ -79,6 +80,26 @@ if [ "$GO_BENCH" != 0 ]; then
 		END { split("serial parallel", modes, " "); for (j = 1; j <= 2; j++) { m = modes[j]
 			if (ns["Next/" m] > 0 && ns["INCR/" m] > 0)
 				printf "client Next (%s): %.0fx the rate of one INCR per ID\n", m, ns["INCR/" m] / ns["Next/" m] } }' "$work/gobench"
+	# Snowflake INCR against segment INCR on one server, over the wire, the
+	# two modes alternating for five rounds: the median ratio of the rates.
+	go test -run '^$' -bench 'BenchmarkSnowflakeIncr' -benchmem -benchtime "$BENCHTIME" ./server/ | tee -a "$work/gobench"
+	awk '/^BenchmarkSnowflakeIncr\// {
+			split($1, k, "/"); sub(/^round=/, "", k[2]); sub(/^mode=/, "", k[3]); sub(/-[0-9]+$/, "", k[4])
+			ns[k[4] "," k[2] "," k[3]] = $3; kinds[k[4]] = 1; rounds[k[2]] = 1
+		}
+		END {
+			for (kind in kinds) {
+				n = 0
+				for (r in rounds) {
+					s = ns[kind "," r ",segment"]; f = ns[kind "," r ",snowflake"]
+					if (s > 0 && f > 0) ratio[++n] = s / f
+				}
+				if (n == 0) continue
+				for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (ratio[j] < ratio[i]) { t = ratio[i]; ratio[i] = ratio[j]; ratio[j] = t }
+				med = (n % 2) ? ratio[(n + 1) / 2] : (ratio[n / 2] + ratio[n / 2 + 1]) / 2
+				printf "Snowflake INCR (%s): %.2fx the rate of segment INCR (median of %d rounds, min %.2fx, max %.2fx)\n", kind, med, n, ratio[1], ratio[n]
+			}
+		}' "$work/gobench"
 fi
 
 # Take, the one store transaction per segment, on each backend side by

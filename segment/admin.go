@@ -60,6 +60,9 @@ func (a *Allocator) SetStep(ctx context.Context, name string, step int64) error 
 	if err != nil {
 		return err
 	}
+	if t := a.tags.get(name); t != nil && t.gen != nil {
+		return t.modeError("a step")
+	}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
 	if err := ad.SetStep(ctx, name, step); err != nil {
@@ -99,6 +102,9 @@ func (a *Allocator) Floor(ctx context.Context, name string, n int64) (int64, err
 	if err != nil {
 		return 0, err
 	}
+	if t := a.tags.get(name); t != nil && t.gen != nil {
+		return 0, t.modeError("a floor")
+	}
 	if last, ok := a.LastIssued(name); ok && last > n {
 		return 0, fmt.Errorf("%w: tag %q: this server already handed out %d; a floor of %d would go back",
 			ErrWouldLower, name, last, n)
@@ -118,7 +124,10 @@ func (a *Allocator) Floor(ctx context.Context, name string, n int64) (int64, err
 	}
 	t := a.tags.get(name)
 	if t == nil {
-		t = a.tags.add(a.newTag(name))[0]
+		t = a.tags.add(a.newTagOf(row))[0]
+	}
+	if t.gen != nil {
+		return 0, t.modeError("a floor")
 	}
 	t.skipTo(n)
 	a.log.Info("tag floor raised", "tag", name, "floor", n, "max_id", row.MaxID, "moved", moved)

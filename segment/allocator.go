@@ -44,6 +44,9 @@ type Options struct {
 	// Observe, when set, is told the duration and outcome of every
 	// database call that takes a range (for metrics).
 	Observe func(d time.Duration, err error)
+	// Modes makes the generators of tags in other modes than segments
+	// (Snowflake, mode.go); nil: such tags answer ErrMode.
+	Modes Modes
 }
 
 // DefaultOptions are the documented defaults (leaf.yaml).
@@ -136,9 +139,11 @@ type Allocator struct {
 	loadFailures atomic.Int64
 	guardTrips   atomic.Int64
 	guardRepairs atomic.Int64
-	retries      atomic.Int64 // Takes the database made run again
-	ambiguous    atomic.Int64 // Takes whose outcome was left unknown
-	h            health       // the store's state (health.go)
+	retries      atomic.Int64          // Takes the database made run again
+	ambiguous    atomic.Int64          // Takes whose outcome was left unknown
+	h            health                // the store's state (health.go)
+	held         atomic.Pointer[error] // Hold's error (mode.go)
+	drops        atomic.Int64          // DropCached calls: loads across one are refused
 
 	stop     context.CancelFunc
 	syncDone chan struct{}
@@ -228,7 +233,7 @@ func (a *Allocator) sync(ctx context.Context, timeout time.Duration) error {
 	for _, r := range rows {
 		seen[r.Name] = struct{}{}
 		if a.tags.get(r.Name) == nil && validTag(r.Name) == nil {
-			fresh = append(fresh, a.newTag(r.Name))
+			fresh = append(fresh, a.newTagOf(r))
 		}
 	}
 	if len(fresh) > 0 {
@@ -386,7 +391,7 @@ func (a *Allocator) resolve(ctx context.Context, name string, gone <-chan struct
 		return nil, a.awayError(name)
 	}
 	mark := a.mark()
-	_, err := a.store.Tag(ctx, name)
+	row, err := a.store.Tag(ctx, name)
 	if errors.Is(err, persist.ErrNotFound) {
 		if !a.opts.AutoCreate {
 			a.noteStore(ctx, err, mark) // an answer: the store is there
@@ -394,14 +399,19 @@ func (a *Allocator) resolve(ctx context.Context, name string, gone <-chan struct
 		}
 		// Only the outcome of the write says whether the store is
 		// back: a database may answer reads and fail writes.
-		_, err = a.store.Create(ctx, name, a.opts.DefaultStep, "")
+		var created bool
+		created, err = a.store.Create(ctx, name, a.opts.DefaultStep, "")
 		switch {
-		case err == nil:
+		case created:
 			a.log.Info("tag created", "tag", name, "step", a.opts.DefaultStep)
+			row = persist.Tag{Name: name}
 		case errors.Is(err, persist.ErrDenied):
 			// An answer: the store is there, and will not create it.
 			a.noteStore(ctx, err, mark)
 			return nil, fmt.Errorf("%w: %q, and it cannot be created: %w", ErrUnknownTag, name, err)
+		case err == nil:
+			// Created by someone else meanwhile, perhaps in another mode.
+			row, err = a.store.Tag(ctx, name)
 		}
 	}
 	a.noteStore(ctx, err, mark)
@@ -411,7 +421,7 @@ func (a *Allocator) resolve(ctx context.Context, name string, gone <-chan struct
 		}
 		return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, err)
 	}
-	return a.tags.add(a.newTag(name))[0], nil
+	return a.tags.add(a.newTagOf(row))[0], nil
 }
 
 // take is Store.Take with its duration observed and its outcome noted.

@@ -66,4 +66,18 @@
 // background, behind the loads requests wait for, on at most half the
 // loaders. A failure while the database answers other calls (a slow
 // database, one row locked) is that call's failure, not an outage.
+//
+// # Other modes, and other servers
+//
+// A tag created in Snowflake mode (persist.Tag.Mode) has no segments: its
+// IDs come from the Generator that Options.Modes makes for it, with no
+// store call, behind the same Next, NextN and TryNextN. Floors and steps
+// apply to segment tags only.
+//
+// Package cluster keeps the servers sharing a store in step: it applies the
+// floors and steps set through other servers (SkipTo, ApplyStep; a range
+// loading meanwhile that ends below a floor is refused, as for a local
+// floor), holds every segment tag while its lease has lapsed (Hold: a
+// floor may have been set meanwhile that it has not read), and drops every
+// cached ID when it missed changes it can no longer read (DropCached).
 package segment

@@ -232,6 +232,13 @@ func (s *fakeStore) remove(tag string) {
 	delete(s.rows, tag)
 }
 
+// sizeOf is the size the i-th Take (from 0) asked for.
+func (s *fakeStore) sizeOf(i int) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sizes[i]
+}
+
 func (s *fakeStore) takeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

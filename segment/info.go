@@ -19,6 +19,7 @@ type SegmentInfo struct {
 // TagInfo is a snapshot of one tag's state.
 type TagInfo struct {
 	Name      string
+	Mode      string         // "" for segments, persist.ModeSnowflake
 	Init      bool           // a first segment was loaded
 	Pos       int            // slot of the current segment in Segments
 	NextReady bool           // the other slot holds a loaded segment
@@ -69,6 +70,12 @@ func (a *Allocator) Tags() []TagInfo {
 
 // Info returns a snapshot of the tag's state.
 func (t *Tag) Info() TagInfo {
+	if t.gen != nil {
+		// No segments (so no runway: not Init, as a tag that never
+		// loaded one); the generator makes the IDs.
+		return TagInfo{Name: t.name, Mode: t.mode, Issued: t.genIssued.Load(),
+			RunwaySeconds: math.Inf(1), Vanished: t.vanished.Load()}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.a.nowNanos()

@@ -34,6 +34,12 @@ type Tag struct {
 	name     string
 	vanished atomic.Bool // the row was missing at the last sync or load
 
+	// A tag in another mode (mode.go) has a generator instead of
+	// segments; both are set before the tag is published, never changed.
+	mode      string
+	gen       Generator
+	genIssued atomic.Int64
+
 	mu       sync.Mutex
 	next     *segment
 	inflight *load // the queued or running load, nil when none
@@ -69,8 +75,23 @@ type load struct {
 // Name is the tag's name.
 func (t *Tag) Name() string { return t.name }
 
+// genNext takes n IDs from the tag's generator.
+func (t *Tag) genNext(ctx context.Context, n int64) (int64, error) {
+	last, err := t.gen.NextN(ctx, n)
+	if err == nil {
+		t.genIssued.Add(n)
+	}
+	return last, err
+}
+
 // Next returns the tag's next ID.
 func (t *Tag) Next(ctx context.Context) (int64, error) {
+	if t.gen != nil {
+		return t.genNext(ctx, 1)
+	}
+	if h := t.a.held.Load(); h != nil {
+		return 0, *h
+	}
 	s := t.cur.Load()
 	id := s.value.Add(1)
 	if id <= s.last {
@@ -90,6 +111,12 @@ func (t *Tag) NextN(ctx context.Context, n int64) (int64, error) {
 	}
 	if n > t.a.opts.MaxBatch {
 		return 0, fmt.Errorf("%w: %d > %d", ErrTooMany, n, t.a.opts.MaxBatch)
+	}
+	if t.gen != nil {
+		return t.genNext(ctx, n)
+	}
+	if h := t.a.held.Load(); h != nil {
+		return 0, *h
 	}
 	if last, ok := t.take(t.cur.Load(), n); ok {
 		return last, nil
@@ -240,6 +267,7 @@ func (t *Tag) nextStepLocked(now int64) int64 {
 // prefetch never waits on the store.
 func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	h0 := t.high
+	d0 := t.a.drops.Load()
 	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, t.a.opts.LoadTimeout)
 	r, err := t.a.take(ctx, t.name, n)
@@ -248,6 +276,9 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	t.noteTakeLocked(r, err)
 	if err == nil {
 		err = t.checkLocked(r, h0)
+	}
+	if err == nil && t.a.drops.Load() != d0 {
+		err = fmt.Errorf("%w: tag %q: cached IDs were dropped during the load", ErrUnavailable, t.name)
 	}
 	if err != nil {
 		t.failLocked(err)
@@ -389,6 +420,7 @@ func (t *Tag) load(l *load) {
 		size = t.nextStepLocked(a.nowNanos())
 	}
 	h0 := t.high
+	d0 := a.drops.Load()
 	t.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.LoadTimeout)
@@ -405,7 +437,7 @@ func (t *Tag) load(l *load) {
 	if err == nil {
 		err = t.checkLocked(r, h0)
 	}
-	if err == nil && r.Start < t.high {
+	if err == nil && (r.Start < t.high || a.drops.Load() != d0) {
 		err = errDiscarded
 	}
 	if err == nil {

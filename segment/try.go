@@ -20,5 +20,15 @@ func (t *Tag) TryNextN(n int64) (last int64, ok bool) {
 	if n <= 0 || n > t.a.opts.MaxBatch {
 		return 0, false
 	}
+	if t.gen != nil {
+		last, ok = t.gen.TryNextN(n)
+		if ok {
+			t.genIssued.Add(n)
+		}
+		return last, ok
+	}
+	if t.a.held.Load() != nil {
+		return 0, false
+	}
 	return t.take(t.cur.Load(), n)
 }

@@ -36,9 +36,10 @@ func registerAdmin(t table) {
 			name: "leaf.create", arity: -2, fn: cmdLeafCreate,
 			flags: adminFlags, acl: adminACL,
 			firstKey: 1, keyFlags: []string{"OW", "insert"},
-			summary: "Creates a tag, with the table's step and a description; an error when it exists",
+			summary: "Creates a tag, with the table's step and a description, in segment or Snowflake mode; an error when it exists",
 			since:   "1.0.0", group: "server", complex: "O(1)",
-			args: []argDoc{{name: "key", typ: "key"}, {name: "step", typ: "integer", optional: true}, {name: "desc", typ: "string", optional: true}},
+			args: []argDoc{{name: "key", typ: "key"}, {name: "step", typ: "integer", optional: true},
+				{name: "desc", typ: "string", optional: true}, {name: "mode", typ: "string", optional: true}},
 		},
 		&command{
 			name: "leaf.step", arity: 3, fn: cmdLeafStep,
@@ -123,14 +124,15 @@ func (s *Server) adminOK(c *client, conn *resp.Conn, name string) bool {
 	return false
 }
 
-// cmdLeafCreate: LEAF.CREATE tag [STEP n] [DESC text] -> OK. Without STEP
-// the tag gets segment.default_step.
+// cmdLeafCreate: LEAF.CREATE tag [STEP n] [DESC text] [MODE segment|snowflake]
+// -> OK. Without STEP the tag gets segment.default_step; MODE snowflake
+// makes a Snowflake tag (cmd_cluster.go), which takes no STEP.
 func cmdLeafCreate(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if !s.adminOK(c, conn, "leaf.create") {
 		return
 	}
 	var step int64
-	var desc string
+	var desc, mode string
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			s.writeError(c, conn, errSyntax)
@@ -149,12 +151,31 @@ func cmdLeafCreate(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 				return
 			}
 			desc = string(val)
+		case bytes.EqualFold(opt, []byte("mode")):
+			switch {
+			case bytes.EqualFold(val, []byte("segment")):
+				mode = ""
+			case bytes.EqualFold(val, []byte(persist.ModeSnowflake)):
+				mode = persist.ModeSnowflake
+			default:
+				s.writeError(c, conn, fmt.Sprintf(errModeUnknown, sanitize(string(trunc(val, 32)))))
+				return
+			}
 		default:
 			s.writeError(c, conn, errSyntax)
 			return
 		}
 	}
-	err := s.alloc.Create(s.ctx, string(args[1]), step, desc)
+	var err error
+	switch {
+	case mode == "":
+		err = s.alloc.Create(s.ctx, string(args[1]), step, desc)
+	case step != 0:
+		s.writeError(c, conn, errModeStep)
+		return
+	default:
+		err = s.alloc.CreateMode(s.ctx, string(args[1]), mode, desc)
+	}
 	switch {
 	case err == nil:
 		conn.WriteString("OK")
@@ -182,7 +203,9 @@ func cmdLeafStep(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		s.allocError(c, conn, args[1], err)
 		return
 	}
-	conn.WriteString("OK")
+	if s.announce(c, conn, persist.ChangeStep, args[1], step, "step "+strconv.FormatInt(step, 10)) {
+		conn.WriteString("OK")
+	}
 }
 
 // parseStep parses a step argument: 1..persist.MaxStep (the column is an
@@ -249,7 +272,10 @@ func (s *Server) floor(c *client, conn *resp.Conn, tag []byte, n int64, lowerTex
 	floor, err := s.alloc.Floor(s.ctx, string(tag), n)
 	switch {
 	case err == nil:
-		return floor, true
+		// The floor asked for, not the one in effect: other servers'
+		// cached segments lie below max_id, and only what is at or below
+		// n is forbidden.
+		return floor, s.announce(c, conn, persist.ChangeFloor, tag, n, "floor "+strconv.FormatInt(n, 10))
 	case errors.Is(err, segment.ErrWouldLower):
 		last, _ := s.alloc.LastIssued(string(tag))
 		s.writeError(c, conn, fmt.Sprintf(lowerText, tag, last, n))

@@ -23,7 +23,7 @@ func registerLeaf(t table) {
 }
 
 // leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 28
+const leafInfoFields = 29
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
 // are 0/1 integers; last_load is unix milliseconds (0: never); retries
@@ -47,6 +47,8 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteMap(leafInfoFields)
 	conn.WriteBulkString("tag")
 	conn.WriteBulkString(in.Name)
+	conn.WriteBulkString("mode") // "segment" or "snowflake" (no segments: zeros)
+	conn.WriteBulkString(modeName(in.Mode))
 	conn.WriteBulkString("init")
 	writeBool(conn, in.Init)
 	conn.WriteBulkString("pos")

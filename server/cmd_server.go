@@ -85,8 +85,8 @@ func registerServer(t table) {
 
 // infoSections are INFO's sections, in the order INFO prints them (Redis's
 // order, with leaf's own before Keyspace, which Redis prints last).
-func infoSections() [7]string {
-	return [...]string{"server", "clients", "persistence", "stats", "replication", "leaf", "keyspace"}
+func infoSections() [8]string {
+	return [...]string{"server", "clients", "persistence", "stats", "replication", "cluster", "leaf", "keyspace"}
 }
 
 // cmdInfo: INFO [section ...]. No section, "default", "all" or
@@ -195,6 +195,9 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		line("store_last_error", st.StoreError)
 		line("store_last_error_at", unixMilli(st.StoreErrorAt))
 		s.infoLeafTags(line)
+	case "cluster":
+		b.WriteString("# Cluster\r\n")
+		s.infoCluster(line)
 	case "keyspace":
 		b.WriteString("# Keyspace\r\n")
 		s.infoKeyspace(line)

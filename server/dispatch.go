@@ -84,6 +84,7 @@ func buildCommands() (table, []*command) {
 	registerServer(t)
 	registerAdmin(t)
 	registerTags(t)
+	registerCluster(t)
 	markNonBlocking(t)
 	sorted := make([]*command, 0, len(t))
 	for _, c := range t {

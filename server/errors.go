@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
+	"github.com/leaf-id/leaf/snowflake"
 )
 
 // Every error reply leaf sends. The first two groups are byte for byte
@@ -60,6 +62,17 @@ const (
 	errShuttingDown   = "TRYAGAIN server is shutting down"
 	errAllocator      = "ERR %s" // any other allocator error, as it says it
 
+	// leaf: the cluster registry and Snowflake tags (cmd_cluster.go). A
+	// lapsed lease and a Snowflake generator that cannot issue now are
+	// TRYAGAIN: both pass.
+	errLapsed      = "TRYAGAIN tag '%s': %s"
+	errSnowflake   = "TRYAGAIN tag '%s': %s"
+	errClusterOff  = "ERR cluster features are off"
+	errRegistry    = "ERR the cluster registry could not be read: %s"
+	errUnconfirmed = "ERR %s of tag '%s' is set in the store and on this server, but %s"
+	errModeStep    = "ERR STEP applies to segment tags only, not to MODE snowflake"
+	errModeUnknown = "ERR unknown MODE '%s': segment or snowflake"
+
 	// leaf: CONFIG SET.
 	errConfigSet = "ERR CONFIG SET is not supported: leaf reads its settings from leaf.yaml at start"
 
@@ -100,6 +113,10 @@ func allocErrorText(tag []byte, err error) string {
 		return fmt.Sprintf(errUnknownTagAuto, tag)
 	case errors.Is(err, segment.ErrClosed):
 		return errShuttingDown
+	case errors.Is(err, cluster.ErrLapsed):
+		return fmt.Sprintf(errLapsed, tag, err.Error())
+	case errors.Is(err, snowflake.ErrUnavailable):
+		return fmt.Sprintf(errSnowflake, tag, detail(err, snowflake.ErrUnavailable, tag))
 	case errors.Is(err, segment.ErrUnavailable):
 		return fmt.Sprintf(errUnavailable, tag, detail(err, segment.ErrUnavailable, tag))
 	case errors.Is(err, segment.ErrTagGone):

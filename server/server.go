@@ -66,6 +66,10 @@ type Options struct {
 	// TLS, when not nil, makes Serve speak TLS (see LoadTLS); each TLS
 	// connection has a goroutine of its own.
 	TLS *tls.Config
+	// Cluster, when set, is this server's node in the cluster registry:
+	// LEAF.NODES and INFO cluster show it, and LEAF.FLOOR, SET and
+	// LEAF.STEP answer once every live server confirmed (cmd_cluster.go).
+	Cluster Cluster
 }
 
 // The defaults of Options' limits, as leaf.yaml's: the connection

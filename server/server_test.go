@@ -203,7 +203,7 @@ func TestLeafInfo(t *testing.T) {
 			mustIncr(t, c, "info")
 		}
 		f := leafInfo(t, c, "info")
-		fields := []string{"tag", "init", "pos", "next_ready", "loading", "step", "min_step",
+		fields := []string{"tag", "mode", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
 			"loads", "failures", "last_load", "issued", "runway_ids", "runway_seconds",
 			"guard_high", "guard_trips", "guard_repairs", "retries", "ambiguous", "vanished", "last_error", "store_ok", "store_away_since"}
@@ -221,7 +221,7 @@ func TestLeafInfo(t *testing.T) {
 		}
 		cur, other := fmt.Sprintf("segment%d_", pos), fmt.Sprintf("segment%d_", 1-pos)
 		want := map[string]any{
-			"tag": "info", "init": int64(1), "next_ready": int64(0), "loading": int64(0),
+			"tag": "info", "mode": "segment", "init": int64(1), "next_ready": int64(0), "loading": int64(0),
 			"step": int64(1000), "min_step": int64(1000),
 			cur + "value": int64(51), cur + "max": int64(1001), cur + "step": int64(1000),
 			other + "value": int64(0), other + "max": int64(0), other + "step": int64(0),

@@ -9,8 +9,10 @@
 //	<prefix>guard/<tag>   the persistent guard: the end (exclusive) of the
 //	                      highest range leaf handed out, in decimal
 //
-// and the rest of the prefix is kept for leaf's later records (a registry
-// of servers under <prefix>nodes/, worker ids under <prefix>workers/).
+// and the cluster registry's keys (registry.go): <prefix>nodes/ (servers,
+// on etcd leases), <prefix>workers/ (Snowflake worker ids and their
+// bounds), <prefix>log/ (administrative changes) and <prefix>modes/ (the
+// mode of a tag not in Leaf's segment mode).
 //
 // Taking a range is one transaction: it compares the mod revisions of the
 // tag's key and of its guard with those last read, and writes the new
@@ -98,9 +100,10 @@ type Store struct {
 }
 
 var (
-	_ persist.Store   = (*Store)(nil)
-	_ persist.Admin   = (*Store)(nil)
-	_ persist.Guarded = (*Store)(nil)
+	_ persist.Store    = (*Store)(nil)
+	_ persist.Admin    = (*Store)(nil)
+	_ persist.Guarded  = (*Store)(nil)
+	_ persist.Registry = (*Store)(nil)
 )
 
 // Open connects to the cluster and checks that it answers (a read of one

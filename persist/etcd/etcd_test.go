@@ -355,3 +355,7 @@ func TestTLS(t *testing.T) {
 		})
 	}
 }
+
+func TestEtcdRegistry(t *testing.T) {
+	storetest.RunRegistry(t, func(t *testing.T) storetest.Opener { return etcdtest.DB(t).Open })
+}

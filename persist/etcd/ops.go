@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaf-id/leaf/persist"
@@ -270,15 +271,17 @@ func (s *Store) Tag(ctx context.Context, name string) (persist.Tag, error) {
 	}
 	var t persist.Tag
 	err := s.do(ctx, "tag", name, func(ctx context.Context, kv clientv3.KV) error {
-		resp, err := kv.Get(ctx, s.tagKey(name))
+		// With its mode (registry.go), at one revision.
+		resp, err := kv.Txn(ctx).Then(clientv3.OpGet(s.tagKey(name)), clientv3.OpGet(s.modeKey(name))).Commit()
 		if err != nil {
 			return err
 		}
-		if len(resp.Kvs) == 0 {
+		kvs := first(resp, 0)
+		if len(kvs) == 0 {
 			return persist.ErrNotFound
 		}
-		rec, err := decodeRecord(resp.Kvs[0])
-		t = rec.tag(name)
+		rec, err := decodeRecord(kvs[0])
+		t = withMode(rec.tag(name), first(resp, 1))
 		return err
 	})
 	if err != nil {
@@ -321,7 +324,33 @@ func (s *Store) Tags(ctx context.Context) ([]persist.Tag, error) {
 		}
 		tags = append(tags, page...)
 		if !more {
-			return tags, nil
+			return s.withModes(ctx, tags)
 		}
 	}
+}
+
+// withModes sets the modes of tags (registry.go). Modes are read after the
+// tags: a tag's mode is written with its key, so every tag listed has its
+// mode by then.
+func (s *Store) withModes(ctx context.Context, tags []persist.Tag) ([]persist.Tag, error) {
+	dir := s.prefix + modesDir
+	modes := map[string][]*mvccpb.KeyValue{}
+	err := s.do(ctx, "tags", "", func(ctx context.Context, kv clientv3.KV) error {
+		resp, err := kv.Get(ctx, dir, clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		clear(modes)
+		for _, kv := range resp.Kvs {
+			modes[string(kv.Key[len(dir):])] = []*mvccpb.KeyValue{kv}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range tags {
+		tags[i] = withMode(t, modes[t.Name])
+	}
+	return tags, nil
 }

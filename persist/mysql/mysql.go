@@ -22,16 +22,22 @@ import (
 // shared SQL core.
 type Store struct {
 	backend
+	registry
 }
 
-// backend is embedded under a name of its own, so that Store shows
-// persist.Backend's methods and nothing else of the core.
-type backend = persist.Backend
+// backend and registry are embedded under names of their own, so that
+// Store shows persist.Backend's and persist.Registry's methods and nothing
+// else of the core.
+type (
+	backend  = persist.Backend
+	registry = persist.Registry
+)
 
 var (
-	_ persist.Store   = (*Store)(nil)
-	_ persist.Admin   = (*Store)(nil)
-	_ persist.Guarded = (*Store)(nil)
+	_ persist.Store    = (*Store)(nil)
+	_ persist.Admin    = (*Store)(nil)
+	_ persist.Guarded  = (*Store)(nil)
+	_ persist.Registry = (*Store)(nil)
 )
 
 // The DDL of DESIGN.md §2, columns verbatim. The table options matter when
@@ -63,13 +69,20 @@ const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
 // guard, else the guard of one spelling would miss the ranges taken with
 // the other. Without leaf_alloc (or its catalogue), utf8mb4_bin.
 func guardDDL(ctx context.Context, q persist.Querier) string {
+	return fmt.Sprintf(createGuard, bizTagCollation(ctx, q))
+}
+
+// bizTagCollation is " CHARACTER SET x COLLATE y", those of
+// leaf_alloc.biz_tag, for the tables of leaf that hold tags; "" without
+// leaf_alloc (or its catalogue).
+func bizTagCollation(ctx context.Context, q persist.Querier) string {
 	var cs, coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'biz_tag'`).Scan(&cs, &coll)
 	if err != nil || !identifier(cs.String) || !identifier(coll.String) {
-		return fmt.Sprintf(createGuard, "")
+		return ""
 	}
-	return fmt.Sprintf(createGuard, " CHARACTER SET "+cs.String+" COLLATE "+coll.String)
+	return " CHARACTER SET " + cs.String + " COLLATE " + coll.String
 }
 
 // identifier reports whether s is a plain name (letters, digits, '_'),
@@ -165,6 +178,15 @@ func dialect() *persist.Dialect {
 		// limits.
 		MaxOpenConns:    10,
 		ConnMaxLifetime: 3 * time.Minute,
+		// leaf_mode is joined with leaf_alloc on biz_tag: the same
+		// character set and collation, as for leaf_guard.
+		ClusterDDL: func(ctx context.Context, q persist.Querier) []string {
+			return persist.ClusterDDL("VARCHAR(128)"+bizTagCollation(ctx, q),
+				" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+		},
+		// NOW(3) in the session's time zone, which Open sets to UTC.
+		Now:      `SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)`,
+		IfAbsent: func(key string) string { return " ON DUPLICATE KEY UPDATE " + key + " = " + key },
 	}
 }
 
@@ -280,7 +302,7 @@ func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store,
 	}
 	warnCollation(ctx, c, opts.Log())
 	opts.Log().Info("persist: mysql open", "addr", cfg.Addr, "db", cfg.DBName)
-	return &Store{backend: c}, nil
+	return &Store{backend: c, registry: c}, nil
 }
 
 func connect(cfg *mysql.Config, opts persist.Options) (*persist.Core, error) {

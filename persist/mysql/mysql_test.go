@@ -40,6 +40,10 @@ func TestMySQLGrants(t *testing.T) {
 	})
 }
 
+func TestMySQLRegistry(t *testing.T) {
+	storetest.RunRegistry(t, func(t *testing.T) storetest.Opener { return mysqltest.DB(t).Open })
+}
+
 // Open errors say what went wrong without the password.
 func TestOpenErrors(t *testing.T) {
 	const pw = "s3cr3t-pw"

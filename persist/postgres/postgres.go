@@ -34,20 +34,26 @@ import (
 	"github.com/leaf-id/leaf/persist"
 )
 
-// Store is the PostgreSQL backend: every method of persist.Backend, from
-// the shared SQL core.
+// Store is the PostgreSQL backend: every method of persist.Backend and
+// persist.Registry, from the shared SQL core.
 type Store struct {
 	backend
+	registry
 }
 
-// backend is embedded under a name of its own, so that Store shows
-// persist.Backend's methods and nothing else of the core.
-type backend = persist.Backend
+// backend and registry are embedded under names of their own, so that
+// Store shows persist.Backend's and persist.Registry's methods and nothing
+// else of the core.
+type (
+	backend  = persist.Backend
+	registry = persist.Registry
+)
 
 var (
-	_ persist.Store   = (*Store)(nil)
-	_ persist.Admin   = (*Store)(nil)
-	_ persist.Guarded = (*Store)(nil)
+	_ persist.Store    = (*Store)(nil)
+	_ persist.Admin    = (*Store)(nil)
+	_ persist.Guarded  = (*Store)(nil)
+	_ persist.Registry = (*Store)(nil)
 )
 
 // The DDL of DESIGN.md §2 in PostgreSQL's types. biz_tag compares byte for
@@ -78,13 +84,20 @@ const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
 // one row of leaf_alloc, and they must then share the guard's too.
 // Without leaf_alloc, or with the database's default collation, none.
 func guardDDL(ctx context.Context, q persist.Querier) string {
+	return fmt.Sprintf(createGuard, bizTagCollation(ctx, q))
+}
+
+// bizTagCollation is ` COLLATE "x"`, that of leaf_alloc.biz_tag, for the
+// tables of leaf that hold tags; "" without leaf_alloc or with the
+// database's default collation.
+func bizTagCollation(ctx context.Context, q persist.Querier) string {
 	var coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT collation_name FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = 'leaf_alloc' AND column_name = 'biz_tag'`).Scan(&coll)
 	if err != nil || !coll.Valid || !identifier(coll.String) {
-		return fmt.Sprintf(createGuard, "")
+		return ""
 	}
-	return fmt.Sprintf(createGuard, ` COLLATE "`+coll.String+`"`)
+	return ` COLLATE "` + coll.String + `"`
 }
 
 // identifier reports whether s is a plain name (letters, digits, '_', '-',
@@ -164,6 +177,15 @@ func dialect() *persist.Dialect {
 		// limits.
 		MaxOpenConns:    10,
 		ConnMaxLifetime: 3 * time.Minute,
+		// leaf_mode is joined with leaf_alloc on biz_tag: the same
+		// collation, as for leaf_guard.
+		ClusterDDL: func(ctx context.Context, q persist.Querier) []string {
+			return persist.ClusterDDL("VARCHAR(128)"+bizTagCollation(ctx, q), "")
+		},
+		// The clock when the statement runs, not the transaction's start
+		// (now()): a lease is measured from when it was written.
+		Now:      `SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)`,
+		IfAbsent: func(key string) string { return " ON CONFLICT (" + key + ") DO NOTHING" },
 	}
 }
 
@@ -264,7 +286,7 @@ func open(ctx context.Context, cfg *pgx.ConnConfig, opts persist.Options) (*Stor
 		return nil, err
 	}
 	opts.Log().Info("persist: postgres open", where(cfg)...)
-	return &Store{backend: c}, nil
+	return &Store{backend: c, registry: c}, nil
 }
 
 // where names the database for the log: host, port, database, never the

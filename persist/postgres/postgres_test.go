@@ -31,6 +31,21 @@ func TestPostgres(t *testing.T) {
 	}
 }
 
+// The registry's suite at both levels too: under SERIALIZABLE, nodes
+// leasing worker ids and publishing changes at once are rolled back and
+// run again.
+func TestPostgresRegistry(t *testing.T) {
+	for _, tc := range []struct{ name, isolation string }{
+		{"ReadCommitted", ""},
+		{"Serializable", "serializable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.RunRegistry(t, func(t *testing.T) storetest.Opener { return postgrestest.DB(t, tc.isolation).Open })
+		})
+	}
+}
+
 // An existing Leaf database and the grants a DBA gives an application.
 func TestPostgresGrants(t *testing.T) {
 	storetest.RunGrants(t, func(t *testing.T) storetest.Grants {

@@ -26,17 +26,23 @@ import (
 // shared SQL core.
 type Store struct {
 	backend
+	registry
 	path string
 }
 
-// backend is embedded under a name of its own, so that Store shows
-// persist.Backend's methods and nothing else of the core.
-type backend = persist.Backend
+// backend and registry are embedded under names of their own, so that
+// Store shows persist.Backend's and persist.Registry's methods and nothing
+// else of the core.
+type (
+	backend  = persist.Backend
+	registry = persist.Registry
+)
 
 var (
-	_ persist.Store   = (*Store)(nil)
-	_ persist.Admin   = (*Store)(nil)
-	_ persist.Guarded = (*Store)(nil)
+	_ persist.Store    = (*Store)(nil)
+	_ persist.Admin    = (*Store)(nil)
+	_ persist.Guarded  = (*Store)(nil)
+	_ persist.Registry = (*Store)(nil)
 )
 
 // The DDL of DESIGN.md §2 in SQLite's dialect: SQLite has no ON UPDATE, so
@@ -78,6 +84,13 @@ func dialect() *persist.Dialect {
 				strings.Contains(e.Error(), "no such table")
 		},
 		MaxOpenConns: 4,
+		ClusterDDL: func(context.Context, persist.Querier) []string {
+			return persist.ClusterDDL("VARCHAR(128)", "")
+		},
+		// The clock of the machine running the statement: the processes
+		// sharing the file share it.
+		Now:      `SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)`,
+		IfAbsent: func(key string) string { return " ON CONFLICT (" + key + ") DO NOTHING" },
 	}
 }
 
@@ -130,7 +143,7 @@ func Open(ctx context.Context, path string, opts persist.Options) (*Store, error
 		return nil, fmt.Errorf("persist: open sqlite: %w", err)
 	}
 	opts.Log().Info("persist: sqlite open", "path", abs)
-	return &Store{backend: c, path: abs}, nil
+	return &Store{backend: c, registry: c, path: abs}, nil
 }
 
 // dsn is the driver's data source name for the file at abs: a file: URI,

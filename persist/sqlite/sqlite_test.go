@@ -25,6 +25,10 @@ import (
 
 func TestSQLite(t *testing.T) { storetest.Run(t, newDB) }
 
+func TestSQLiteRegistry(t *testing.T) {
+	storetest.RunRegistry(t, func(t *testing.T) storetest.Opener { return newDB(t).Open })
+}
+
 // newDB prepares a fresh SQLite database file in t.TempDir() for the
 // conformance suite.
 func newDB(t *testing.T) *storetest.DB {

@@ -37,6 +37,12 @@ type Grants struct {
 // guardOff is in each warning that the persistent guard is off.
 const guardOff = "so the persistent guard is off"
 
+// clusterOff is in the warning that the cluster registry's tables are
+// missing or not granted, and what that warning shows.
+const clusterOff = "so cluster features are off"
+
+var clusterOffSays = []string{"CREATE TABLE IF NOT EXISTS leaf_node", "GRANT SELECT, INSERT, UPDATE, DELETE ON"}
+
 // Leaf's sample row, from its README.
 const (
 	leafSampleTag  = "leaf-segment-test"
@@ -150,6 +156,7 @@ func testSelectUpdateOnly(t *testing.T, g Grants) {
 	wantWarnings(t, logs.String(), map[string][]string{
 		guardOff:                         {"CREATE TABLE IF NOT EXISTS leaf_guard", "GRANT SELECT, INSERT, UPDATE ON"},
 		"may not insert into leaf_alloc": {"GRANT INSERT ON"},
+		clusterOff:                       clusterOffSays,
 	})
 	servesLikeLeaf(t, s)
 	cannotCreate(t, s)
@@ -170,6 +177,7 @@ func testSelectUpdateOnlyCreateSchema(t *testing.T, g Grants) {
 		"may not create tables":          nil,
 		guardOff:                         {"CREATE TABLE IF NOT EXISTS leaf_guard", "GRANT SELECT, INSERT, UPDATE ON"},
 		"may not insert into leaf_alloc": {"GRANT INSERT ON"},
+		clusterOff:                       clusterOffSays,
 	})
 	servesLikeLeaf(t, s)
 	cannotCreate(t, s)
@@ -190,6 +198,7 @@ func testGuardNotGranted(t *testing.T, g Grants) {
 	wantWarnings(t, logs.String(), map[string][]string{
 		guardOff:                         {"GRANT SELECT, INSERT, UPDATE ON"},
 		"may not insert into leaf_alloc": {"GRANT INSERT ON"},
+		clusterOff:                       clusterOffSays,
 	})
 	servesLikeLeaf(t, s)
 }
@@ -207,7 +216,8 @@ func testGuardReadOnlyGranted(t *testing.T, g Grants) {
 		t.Error("GuardEnabled() = true with SELECT alone on leaf_guard")
 	}
 	wantWarnings(t, logs.String(), map[string][]string{
-		guardOff: {"may not read and write it", "GRANT SELECT, INSERT, UPDATE ON"},
+		guardOff:   {"may not read and write it", "GRANT SELECT, INSERT, UPDATE ON"},
+		clusterOff: clusterOffSays,
 	})
 	servesLikeLeaf(t, s)
 	mustCreate(t, s, "new", 10, "")
@@ -223,7 +233,8 @@ func testWholeDatabaseDML(t *testing.T, g Grants) {
 		t.Fatalf("open: %v", err)
 	}
 	wantWarnings(t, logs.String(), map[string][]string{
-		guardOff: {"CREATE TABLE IF NOT EXISTS leaf_guard"},
+		guardOff:   {"CREATE TABLE IF NOT EXISTS leaf_guard"},
+		clusterOff: clusterOffSays,
 	})
 	servesLikeLeaf(t, s)
 	mustCreate(t, s, "new", 10, "")
@@ -238,6 +249,21 @@ func testWholeDatabaseDML(t *testing.T, g Grants) {
 	if !guardOf(t, again) {
 		t.Error("GuardEnabled() = false with leaf_guard there and granted")
 	}
+	// The registry's tables are there now, but the registry deletes rows
+	// too: without DELETE it is off, saying what to grant; with it, on.
+	if _, err := registry(t, again).Join(t.Context(), nodeInfo("a"), lease); !errors.Is(err, persist.ErrNoCluster) {
+		t.Errorf("Join without DELETE on the registry's tables: %v, want ErrNoCluster", err)
+	}
+	if !strings.Contains(logs.String(), "GRANT SELECT, INSERT, UPDATE, DELETE ON") {
+		t.Errorf("no warning shows the registry's GRANT; log:\n%s", logs.String())
+	}
+	withDelete, err := openLogged(t, g.User(t, "SELECT, INSERT, UPDATE, DELETE ON *"), false, &logs)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	r := registry(t, withDelete)
+	mustJoin(t, r, "a", lease)
+	wantNodes(t, r, "a/-1/0")
 }
 
 // SELECT alone is not enough to run: the open fails, naming what to grant.

@@ -83,6 +83,7 @@ func Run(t *testing.T, newDB func(t *testing.T) *DB) {
 				t.Fatal("no Take was run again: the conflicts were never met")
 			}
 		}},
+		{"RegistryTablesMissing", testRegistryTablesMissing},
 	}
 	for _, tc := range guardTests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
+	"github.com/leaf-id/leaf/snowflake"
 )
 
 // Options configure Start. The zero value is a server with the default
@@ -31,6 +33,12 @@ type Options struct {
 	// Wrap, when not nil, wraps the store the allocator uses (fault
 	// injection: slow or failing calls).
 	Wrap func(persist.Store) persist.Store
+	// Cluster, when not nil, makes the server a node of the store's
+	// cluster registry with these options (Node.Addr is the listener's),
+	// serving Snowflake tags with a generator made with Snowflake
+	// (snowflake.DefaultLayout when its Layout is zero).
+	Cluster   *cluster.Options
+	Snowflake snowflake.Options
 }
 
 // Instance is a running server.
@@ -39,7 +47,9 @@ type Instance struct {
 	Path   string // the SQLite file
 	Server *server.Server
 	Alloc  *segment.Allocator
-	Store  persist.Store // what the allocator uses (wrapped when Wrap is set)
+	Store  persist.Store        // what the allocator uses (wrapped when Wrap is set)
+	Node   *cluster.Node        // with Options.Cluster
+	Gen    *snowflake.Generator // with Options.Cluster
 
 	sqlite   *sqlite.Store
 	served   chan error
@@ -70,28 +80,41 @@ func Start(tb testing.TB, opts Options) *Instance {
 	if opts.Segment != nil {
 		so = *opts.Segment
 	}
-	alloc := segment.New(store, so)
-	if err := alloc.Start(ctx); err != nil {
-		db.Close()
-		tb.Fatalf("servertest: start allocator: %v", err)
-	}
-	srv := server.New(alloc, opts.Server)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		alloc.Close(ctx)
 		db.Close()
 		tb.Fatalf("servertest: listen: %v", err)
 	}
 	in := &Instance{
 		Addr:   ln.Addr().String(),
 		Path:   path,
-		Server: srv,
-		Alloc:  alloc,
 		Store:  store,
 		sqlite: db,
 		served: make(chan error, 1),
 	}
-	go func() { in.served <- srv.Serve(ln) }()
+	if opts.Cluster != nil {
+		sf := opts.Snowflake
+		if sf.Layout == (snowflake.Layout{}) {
+			sf.Layout = snowflake.DefaultLayout()
+		}
+		in.Gen = snowflake.New(sf)
+		so.Modes = cluster.Modes(in.Gen)
+	}
+	in.Alloc = segment.New(store, so)
+	if err := in.Alloc.Start(ctx); err != nil {
+		ln.Close()
+		db.Close()
+		tb.Fatalf("servertest: start allocator: %v", err)
+	}
+	if opts.Cluster != nil {
+		co := *opts.Cluster
+		co.Node.Addr = in.Addr
+		in.Node = cluster.New(db, in.Alloc, in.Gen, co)
+		in.Node.Start(ctx)
+		opts.Server.Cluster = in.Node
+	}
+	in.Server = server.New(in.Alloc, opts.Server)
+	go func() { in.served <- in.Server.Serve(ln) }()
 	tb.Cleanup(func() {
 		if err := in.Stop(); err != nil {
 			tb.Errorf("servertest: stop: %v", err)
@@ -113,6 +136,11 @@ func (in *Instance) Stop() error {
 		}
 		if err := <-in.served; !errors.Is(err, server.ErrServerClosed) {
 			errs = append(errs, err)
+		}
+		if in.Node != nil {
+			if err := in.Node.Leave(ctx); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if err := in.Alloc.Close(ctx); err != nil {
 			errs = append(errs, err)

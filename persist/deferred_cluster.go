@@ -1,0 +1,98 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The cluster registry of a Deferred store: each call opens the database
+// first, as the Store methods do. A backend without a registry answers
+// ErrNoCluster.
+
+var _ Registry = (*Deferred)(nil)
+
+// registry returns the opened backend's Registry.
+func (d *Deferred) registry(ctx context.Context) (Registry, error) {
+	m, err := d.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := m.(Registry)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", d.name, ErrNoCluster)
+	}
+	return r, nil
+}
+
+// Join implements Registry.
+func (d *Deferred) Join(ctx context.Context, n NodeInfo, ttl time.Duration) (int64, error) {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return r.Join(ctx, n, ttl)
+}
+
+// Renew implements Registry.
+func (d *Deferred) Renew(ctx context.Context, rn Renewal) error {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return err
+	}
+	return r.Renew(ctx, rn)
+}
+
+// Leave implements Registry.
+func (d *Deferred) Leave(ctx context.Context, node string, bound int64) error {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return err
+	}
+	return r.Leave(ctx, node, bound)
+}
+
+// Nodes implements Registry.
+func (d *Deferred) Nodes(ctx context.Context) ([]Node, error) {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Nodes(ctx)
+}
+
+// LeaseWorker implements Registry.
+func (d *Deferred) LeaseWorker(ctx context.Context, wr WorkerRequest) (Worker, error) {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return Worker{}, err
+	}
+	return r.LeaseWorker(ctx, wr)
+}
+
+// Publish implements Registry.
+func (d *Deferred) Publish(ctx context.Context, c Change) (int64, error) {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return r.Publish(ctx, c)
+}
+
+// Changes implements Registry.
+func (d *Deferred) Changes(ctx context.Context, after int64) ([]Change, int64, error) {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.Changes(ctx, after)
+}
+
+// CreateTag implements Registry.
+func (d *Deferred) CreateTag(ctx context.Context, t Tag) (bool, error) {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return false, err
+	}
+	return r.CreateTag(ctx, t)
+}
