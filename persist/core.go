@@ -91,9 +91,9 @@ type Backend interface {
 // shared in Core. A backend for another SQL database is a Dialect and an
 // Open function that hands NewCore its *sql.DB.
 //
-// Every statement, Core's and the dialect's own (EnsureGuard,
-// InsertIfAbsent), is written with ? placeholders; Rebind turns them into
-// the database's form once, when the Core is made.
+// Every statement, Core's and the dialect's own suffixes, is written with ?
+// placeholders; Rebind turns them into the database's form, once when the
+// Core is made for the fixed ones.
 type Dialect struct {
 	// Name names the backend in logs ("sqlite", "mysql").
 	Name string
@@ -110,16 +110,31 @@ type Dialect struct {
 	// is missing. q reads the catalogue (as written: no Rebind), e.g. so
 	// that leaf_guard.biz_tag compares tags as leaf_alloc.biz_tag does.
 	GuardDDL func(ctx context.Context, q Querier) string
-	// EnsureGuard inserts (biz_tag, high) when the tag has no guard row
-	// and leaves an existing row unchanged.
-	EnsureGuard string
 	// ForUpdate ends a SELECT that must lock what it reads and read the
 	// latest committed version ("" where the transaction already holds the
 	// write lock, as SQLite's BEGIN IMMEDIATE does).
 	ForUpdate string
-	// InsertIfAbsent inserts (biz_tag, step, description) with max_id = 1,
-	// affecting 0 rows when the tag exists, without hiding other errors.
-	InsertIfAbsent string
+	// IgnoreDuplicate ends an INSERT of rows into leaf_alloc or leaf_guard
+	// so that a row whose biz_tag exists is left unchanged and counted as
+	// no row, without hiding other errors (" ON CONFLICT (biz_tag) DO
+	// NOTHING"): a Create of an existing tag, a guard row that exists.
+	IgnoreDuplicate string
+	// Folds reports whether leaf_alloc.biz_tag compares names otherwise
+	// than byte for byte (a case-insensitive or nondeterministic
+	// collation, where "Order" and "order" are one row), reading the
+	// catalogue through q once the table is there; nil: never. TakeBatch
+	// then takes every tag with Take's statements, which find a row under
+	// any name that matches it.
+	Folds func(ctx context.Context, q Querier) bool
+	// ByKey follows a table's name in TakeBatch's statements that lock
+	// or update several rows by biz_tag, so that the database finds each
+	// by its key, never by a scan, where a scan would lock the rows it
+	// passes (InnoDB: " FORCE INDEX (PRIMARY)"); "" elsewhere.
+	ByKey string
+	// Local: the database runs in the process (SQLite), so a statement
+	// costs no round trip, and TakeBatch writes its rows one prepared
+	// statement each; over a network it writes them all with one.
+	Local bool
 	// Rebind rewrites a statement's ? placeholders into the database's
 	// form (NumberedPlaceholders for $1, $2, ...); nil keeps ?.
 	Rebind func(query string) string
@@ -226,6 +241,8 @@ type Core struct {
 	// and tags are read with their mode. Set by InitSchema.
 	cluster bool
 	rq      clusterStatements
+	// folds: Dialect.Folds, as InitSchema found it.
+	folds bool
 }
 
 // NewCore makes the shared SQL core over db, which it owns from now on
@@ -272,6 +289,14 @@ const columns = `biz_tag, max_id, step, description, update_time`
 // modeColumns are columns, of leaf_alloc a, and the mode of leaf_mode m.
 const modeColumns = `a.biz_tag, a.max_id, a.step, a.description, a.update_time, m.mode, m.layout`
 
+// The INSERTs of rows, up to their VALUES' rows: Create's and TakeBatch's
+// into leaf_alloc (biz_tag, step, description; max_id 1), and Take's and
+// TakeBatch's of guard rows (biz_tag, high).
+const (
+	insertAlloc = `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) VALUES `
+	insertGuard = `INSERT INTO leaf_guard (biz_tag, high) VALUES `
+)
+
 // statements are every statement Core runs, in the dialect's placeholder
 // form, made once by NewCore.
 type statements struct {
@@ -309,7 +334,7 @@ func newStatements(d *Dialect) statements {
 		takeSizeRet: rebind(takeSize + ` RETURNING max_id, step`),
 		takeStepRet: rebind(takeStep + ` RETURNING max_id, step`),
 		readTake:    rebind(`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`),
-		ensureGuard: rebind(d.EnsureGuard),
+		ensureGuard: rebind(insertGuard + `(?, ?)` + d.IgnoreDuplicate),
 		readGuarded: rebind(`SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
 			WHERE a.biz_tag = ? AND g.biz_tag = ?` + d.ForUpdate),
 		moveRange: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
@@ -320,7 +345,7 @@ func newStatements(d *Dialect) statements {
 		tagsMode:       `SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag ORDER BY a.biz_tag`,
 		readTagMode:    rebind(`SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag WHERE a.biz_tag = ?`),
 		exists:         rebind(`SELECT 1 FROM leaf_alloc WHERE biz_tag = ?`),
-		insertIfAbsent: rebind(d.InsertIfAbsent),
+		insertIfAbsent: rebind(insertAlloc + `(?, 1, ?, ?, CURRENT_TIMESTAMP)` + d.IgnoreDuplicate),
 		giveBack: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
 			WHERE biz_tag = ? AND max_id = ?`),
 		lowerGuard: rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high = ?`),
@@ -515,51 +540,12 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 			// No row matched: the transaction below tells why.
 		}
 		return c.inTx(ctx, func(tx *sql.Tx) error {
-			var n int64
-			var err error
-			if size > 0 {
-				n, err = affected(ctx, tx, c.q.takeSize, size, tag, math.MaxInt64-size)
-			} else {
-				n, err = affected(ctx, tx, c.q.takeStep, tag)
-			}
+			var answer, err error
+			r, answer, err = c.takeIn(ctx, tx, tag, size)
 			if err != nil {
 				return err
 			}
-			guarded := c.guard && n == 1
-			var maxID, step int64
-			high := int64(noGuard)
-			if guarded {
-				maxID, step, high, err = c.readGuarded(ctx, tx, tag)
-			} else {
-				err = tx.QueryRowContext(ctx, c.q.readTake, tag).Scan(&maxID, &step)
-			}
-			if errors.Is(err, sql.ErrNoRows) {
-				return ErrNotFound
-			}
-			if err != nil {
-				return err
-			}
-			if n != 1 {
-				if size <= 0 && step <= 0 {
-					return fmt.Errorf("%w: the row's step is %d", ErrInvalid, step)
-				}
-				if s := cmp.Or(max(size, 0), step); maxID <= math.MaxInt64-s {
-					// The UPDATE met no row, the read found one that fits:
-					// created between the two (a re-created row, read at
-					// READ COMMITTED). Run it again.
-					return errRowRaced
-				}
-				return fmt.Errorf("%w: max_id is %d", ErrOverflow, maxID)
-			}
-			s := size
-			if s <= 0 {
-				s = step
-			}
-			r = Range{Start: maxID - s, End: maxID, Step: step}
-			if guarded {
-				return c.guardTake(ctx, tx, tag, high, &r)
-			}
-			return nil
+			return answer
 		})
 	})
 	if err != nil {
@@ -567,6 +553,58 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 	}
 	r.Retries = attempts - 1
 	return r, nil
+}
+
+// takeIn is Take's work in tx. answer is the tag's own failure (no row,
+// an overflow, a step that is not positive), found before anything was
+// written, so tx may go on with other tags; err is any other failure
+// (errRowRaced included), after which tx must be rolled back.
+func (c *Core) takeIn(ctx context.Context, tx *sql.Tx, tag string, size int64) (r Range, answer, err error) {
+	var n int64
+	if size > 0 {
+		n, err = affected(ctx, tx, c.q.takeSize, size, tag, math.MaxInt64-size)
+	} else {
+		n, err = affected(ctx, tx, c.q.takeStep, tag)
+	}
+	if err != nil {
+		return Range{}, nil, err
+	}
+	guarded := c.guard && n == 1
+	var maxID, step int64
+	high := int64(noGuard)
+	if guarded {
+		maxID, step, high, err = c.readGuarded(ctx, tx, tag)
+	} else {
+		err = tx.QueryRowContext(ctx, c.q.readTake, tag).Scan(&maxID, &step)
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && n == 0:
+		return Range{}, ErrNotFound, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return Range{}, nil, ErrNotFound // the row vanished under its lock: roll back
+	case err != nil:
+		return Range{}, nil, err
+	case n != 1:
+		if size <= 0 && step <= 0 {
+			return Range{}, fmt.Errorf("%w: the row's step is %d", ErrInvalid, step), nil
+		}
+		if s := cmp.Or(max(size, 0), step); maxID <= math.MaxInt64-s {
+			// The UPDATE met no row, the read found one that fits:
+			// created between the two (a re-created row, read at READ
+			// COMMITTED). Run it again.
+			return Range{}, nil, errRowRaced
+		}
+		return Range{}, fmt.Errorf("%w: max_id is %d", ErrOverflow, maxID), nil
+	}
+	s := size
+	if s <= 0 {
+		s = step
+	}
+	r = Range{Start: maxID - s, End: maxID, Step: step}
+	if guarded {
+		err = c.guardTake(ctx, tx, tag, high, &r)
+	}
+	return r, nil, err
 }
 
 // takeReturning is Take as one statement, UPDATE ... RETURNING, in no
@@ -706,8 +744,7 @@ func (c *Core) Create(ctx context.Context, name string, step int64, description 
 	err := c.write(ctx, "create", name, func(ctx context.Context) error {
 		n, err := affected(ctx, c.db, c.q.insertIfAbsent, name, step, description)
 		if err != nil && c.denied(err) {
-			return fmt.Errorf("%w: creating a tag needs INSERT on leaf_alloc (%s): %w",
-				ErrDenied, cmp.Or(c.grantInsert, "GRANT INSERT ON leaf_alloc"), err)
+			return c.insertDenied(err)
 		}
 		created = n == 1
 		return err
@@ -749,6 +786,13 @@ func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 		})
 	})
 	return matched, err
+}
+
+// insertDenied is the error of an INSERT into leaf_alloc that the user
+// lacks the privilege for, naming the GRANT that gives it.
+func (c *Core) insertDenied(err error) error {
+	return fmt.Errorf("%w: creating a tag needs INSERT on leaf_alloc (%s): %w",
+		ErrDenied, cmp.Or(c.grantInsert, "GRANT INSERT ON leaf_alloc"), err)
 }
 
 // SetStep changes the table's step. ErrNotFound when missing; ErrInvalid

@@ -113,12 +113,11 @@ func TestNumberedPlaceholders(t *testing.T) {
 // dialect's own statements included; without Rebind they stay as written.
 func TestRebind(t *testing.T) {
 	d := testDialect()
-	d.EnsureGuard = `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?)`
-	d.InsertIfAbsent = `INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, 1, ?, ?)`
+	d.IgnoreDuplicate = ` ON CONFLICT (biz_tag) DO NOTHING`
 	plain := NewCore(nil, d, Options{}).q
 	d.Rebind = NumberedPlaceholders
 	rebound := NewCore(nil, d, Options{}).q
-	if rebound.ensureGuard != `INSERT INTO leaf_guard (biz_tag, high) VALUES ($1, $2)` {
+	if rebound.ensureGuard != `INSERT INTO leaf_guard (biz_tag, high) VALUES ($1, $2) ON CONFLICT (biz_tag) DO NOTHING` {
 		t.Errorf("ensureGuard = %q", rebound.ensureGuard)
 	}
 	pv, rv := reflect.ValueOf(plain), reflect.ValueOf(rebound)

@@ -106,6 +106,16 @@ func (d *Deferred) Take(ctx context.Context, tag string, size int64) (Range, err
 	return m.Take(ctx, tag, size)
 }
 
+// TakeBatch implements Store: while the database cannot be opened, every
+// request fails with the error of the attempt.
+func (d *Deferred) TakeBatch(ctx context.Context, reqs []TakeRequest) []TakeResult {
+	m, err := d.store(ctx)
+	if err != nil {
+		return FailAll(reqs, err)
+	}
+	return m.TakeBatch(ctx, reqs)
+}
+
 // Tags implements Store.
 func (d *Deferred) Tags(ctx context.Context) ([]Tag, error) {
 	m, err := d.store(ctx)

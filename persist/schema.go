@@ -81,6 +81,7 @@ func (c *Core) initAlloc(ctx context.Context, create bool) (created bool, err er
 	if c.readOnly {
 		return false, nil // no write will be made: nothing else to learn
 	}
+	c.folds = c.d.Folds != nil && c.d.Folds(ctx, c.db)
 	if err := c.writable(ctx); err != nil {
 		return false, err
 	}

@@ -87,6 +87,42 @@ type Range struct {
 // Size is the number of IDs in the range.
 func (r Range) Size() int64 { return r.End - r.Start }
 
+// MaxTakeBatch is the most requests one transaction of TakeBatch holds: a
+// larger batch is taken in several (etcd's hold fewer tags: a transaction
+// there has at most 128 operations by default, two per tag). It bounds how long a batch holds its
+// rows locked, and the statements' size; the allocator's loaders hand the
+// store at most this many loads at once.
+const MaxTakeBatch = 256
+
+// TakeRequest is one tag's part of a TakeBatch.
+type TakeRequest struct {
+	Tag  string
+	Size int64 // as Take's size: <= 0 means the table's step
+	// Create, when positive, first creates the tag with this step (max_id
+	// 1, no description) when it has no row, as Create would, in the same
+	// round trip: the first touch of a tag with auto-create. 0: a missing
+	// row is ErrNotFound, as for Take.
+	Create int64
+}
+
+// TakeResult is the answer to one TakeRequest: its range, or the error
+// Take would have given for it.
+type TakeResult struct {
+	Range   Range
+	Created bool // the request's Create inserted the row
+	Err     error
+}
+
+// FailAll answers every request of a batch with err: the store could not
+// be reached, so nothing was taken.
+func FailAll(reqs []TakeRequest, err error) []TakeResult {
+	res := make([]TakeResult, len(reqs))
+	for i := range res {
+		res[i].Err = err
+	}
+	return res
+}
+
 // Store is the database behind the allocator. Every method takes a context
 // and honours its deadline. Implementations are safe for concurrent use,
 // also by several processes sharing one database.
@@ -97,6 +133,16 @@ type Store interface {
 	// handed out before: it repairs max_id instead (Range.Repaired).
 	// ErrNotFound when the tag has no row.
 	Take(ctx context.Context, tag string, size int64) (Range, error)
+	// TakeBatch is Take for many tags in one round: result i answers
+	// reqs[i], exactly as Take (after Create, when asked) would have, and
+	// one request's failure (no row, an overflow, an invalid tag) is its
+	// own. The store takes them in as few transactions as it can, at most
+	// MaxTakeBatch requests each, so that one commit (one fsync) serves
+	// them all. A tag named twice gets two disjoint ranges, in order.
+	// The rows that requests ask to create are created first, so every
+	// request of such a tag is served. When the database fails, every
+	// request of that transaction fails.
+	TakeBatch(ctx context.Context, reqs []TakeRequest) []TakeResult
 	// Tags lists every row.
 	Tags(ctx context.Context) ([]Tag, error)
 	// Tag reads one row; ErrNotFound when missing.

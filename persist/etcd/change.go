@@ -172,6 +172,13 @@ func (s *Store) read(ctx context.Context, kv clientv3.KV, tag string) (snapshot,
 // guard's too when w sets it (absent: created since never); otherwise it
 // reads both keys back.
 func (s *Store) commit(ctx context.Context, kv clientv3.KV, tag string, snap snapshot, w write) (*clientv3.TxnResponse, error) {
+	cmps, puts := s.writeOps(tag, snap, w)
+	return kv.Txn(ctx).If(cmps...).Then(puts...).Else(clientv3.OpGet(s.tagKey(tag)), clientv3.OpGet(s.guardKey(tag))).Commit()
+}
+
+// writeOps are the compares and puts of w on tag's keys as snap saw them:
+// a key absent there (revision 0) must still be absent.
+func (s *Store) writeOps(tag string, snap snapshot, w write) ([]clientv3.Cmp, []clientv3.Op) {
 	tk, gk := s.tagKey(tag), s.guardKey(tag)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(tk), "=", snap.tagRev)}
 	puts := []clientv3.Op{clientv3.OpPut(tk, w.rec.encode())}
@@ -183,5 +190,5 @@ func (s *Store) commit(ctx context.Context, kv clientv3.KV, tag string, snap sna
 		}
 		puts = append(puts, clientv3.OpPut(gk, strconv.FormatInt(w.high, 10)))
 	}
-	return kv.Txn(ctx).If(cmps...).Then(puts...).Else(clientv3.OpGet(tk), clientv3.OpGet(gk)).Commit()
+	return cmps, puts
 }

@@ -126,16 +126,19 @@ func dialect() *persist.Dialect {
 		Name:        "mysql",
 		CreateTable: createTable,
 		GuardDDL:    guardDDL,
-		// On a duplicate primary key InnoDB locks the existing row (a
-		// record lock, no gap lock), and the no-op update leaves it as it
-		// is, counting 0 rows.
-		EnsureGuard: `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?) ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
 		ForUpdate:   ` FOR UPDATE`,
+		// On a small table the optimizer scans rather than look up a list
+		// of keys, and an UPDATE or a locking read locks every row it
+		// scans: batches of other tags would wait on each other.
+		ByKey: ` FORCE INDEX (PRIMARY)`,
+		Folds: func(ctx context.Context, q persist.Querier) bool {
+			return folds(collation(ctx, q, "leaf_alloc"))
+		},
 		// Not INSERT IGNORE: it turns errors such as truncation into
-		// warnings. With ON DUPLICATE KEY UPDATE and CLIENT_FOUND_ROWS
-		// off, an existing, unchanged row counts 0 rows.
-		InsertIfAbsent: `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time)
-		VALUES (?, 1, ?, ?, CURRENT_TIMESTAMP) ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
+		// warnings. On a duplicate primary key InnoDB locks the existing
+		// row (a record lock, no gap lock), and the no-op update leaves it
+		// as it is, counting 0 rows (CLIENT_FOUND_ROWS is off).
+		IgnoreDuplicate: ` ON DUPLICATE KEY UPDATE biz_tag = biz_tag`,
 		Unavailable: func(err error) bool {
 			if errors.Is(err, mysql.ErrInvalidConn) {
 				return true
@@ -374,26 +377,34 @@ func isTiDB(ctx context.Context, c *persist.Core) (bool, error) {
 func warnCollation(ctx context.Context, c *persist.Core, log *slog.Logger) {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
-	collation := func(table string) string {
-		var coll sql.NullString
-		err := c.DB().QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
-			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'biz_tag'`, table).Scan(&coll)
-		if err != nil {
-			return ""
-		}
-		return coll.String
-	}
-	alloc := collation("leaf_alloc")
-	if alloc != "" && !strings.HasSuffix(alloc, "_bin") {
+	alloc := collation(ctx, c.DB(), "leaf_alloc")
+	if folds(alloc) {
 		log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row",
 			"collation", alloc)
 	}
 	if !c.GuardEnabled() {
 		return
 	}
-	if guard := collation("leaf_guard"); alloc != "" && guard != "" && guard != alloc {
+	if guard := collation(ctx, c.DB(), "leaf_guard"); alloc != "" && guard != "" && guard != alloc {
 		log.Warn("persist: leaf_guard.biz_tag is not compared as leaf_alloc.biz_tag is, so the guard of one spelling of a tag may miss ranges taken with another: "+
 			"give leaf_guard.biz_tag leaf_alloc.biz_tag's character set and collation (ALTER TABLE leaf_guard MODIFY biz_tag ...), keeping the highest high of rows that then collide",
 			"leaf_alloc", alloc, "leaf_guard", guard)
 	}
+}
+
+// collation is the collation of table.biz_tag; "" when it cannot be read.
+func collation(ctx context.Context, q persist.Querier, table string) string {
+	var coll sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'biz_tag'`, table).Scan(&coll)
+	if err != nil {
+		return ""
+	}
+	return coll.String
+}
+
+// folds reports whether the collation coll compares names otherwise than
+// byte for byte.
+func folds(coll string) bool {
+	return coll != "" && coll != "binary" && !strings.HasSuffix(coll, "_bin")
 }

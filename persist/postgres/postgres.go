@@ -100,6 +100,23 @@ func bizTagCollation(ctx context.Context, q persist.Querier) string {
 	return ` COLLATE "` + coll.String + `"`
 }
 
+// folds reports whether leaf_alloc.biz_tag has a collation that may call
+// different bytes equal (a nondeterministic one, e.g. case-insensitive),
+// so that TakeBatch takes its tags one statement each. A collation whose
+// kind cannot be read (another engine's catalogue) counts as folding:
+// that way is correct with every collation.
+func folds(ctx context.Context, q persist.Querier) bool {
+	var coll sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT collation_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'leaf_alloc' AND column_name = 'biz_tag'`).Scan(&coll)
+	if err != nil || !coll.Valid || coll.String == "" {
+		return err != nil
+	}
+	var deterministic bool
+	err = q.QueryRowContext(ctx, `SELECT collisdeterministic FROM pg_collation WHERE collname = $1 LIMIT 1`, coll.String).Scan(&deterministic)
+	return err != nil || !deterministic
+}
+
 // identifier reports whether s is a plain name (letters, digits, '_', '-',
 // '.'), safe to put between double quotes as it is.
 func identifier(s string) bool {
@@ -148,13 +165,12 @@ func dialect() *persist.Dialect {
 		// REPEATABLE READ and SERIALIZABLE, a row inserted by a
 		// transaction this one cannot see is a serialization failure,
 		// retried.
-		EnsureGuard: `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?) ON CONFLICT (biz_tag) DO NOTHING`,
+		IgnoreDuplicate: ` ON CONFLICT (biz_tag) DO NOTHING`,
 		// A locking read waits for the row's lock and then reads its
 		// latest version at READ COMMITTED; at the stricter levels a row
 		// changed since the snapshot is a serialization failure, retried.
-		ForUpdate: ` FOR UPDATE`,
-		InsertIfAbsent: `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time)
-		VALUES (?, 1, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (biz_tag) DO NOTHING`,
+		ForUpdate:   ` FOR UPDATE`,
+		Folds:       folds,
 		Rebind:      persist.NumberedPlaceholders,
 		Unavailable: unavailable,
 		// The database rolled the whole transaction back: running it again

@@ -70,10 +70,10 @@ func dialect() *persist.Dialect {
 		OneWriter:   true,
 		CreateTable: createTable,
 		// Both tables compare tags byte for byte (BINARY).
-		GuardDDL:    func(context.Context, persist.Querier) string { return createGuard },
-		EnsureGuard: `INSERT INTO leaf_guard (biz_tag, high) VALUES (?, ?) ON CONFLICT (biz_tag) DO NOTHING`,
-		InsertIfAbsent: `INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time)
-		VALUES (?, 1, ?, ?, CURRENT_TIMESTAMP) ON CONFLICT (biz_tag) DO NOTHING`,
+		GuardDDL:        func(context.Context, persist.Querier) string { return createGuard },
+		IgnoreDuplicate: ` ON CONFLICT (biz_tag) DO NOTHING`,
+		// A statement costs no round trip.
+		Local:       true,
 		Unavailable: unavailable,
 		// BEGIN IMMEDIATE takes the write lock before reading, so transactions
 		// cannot deadlock, and the busy timeout already waited for the lock.

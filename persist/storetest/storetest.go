@@ -60,6 +60,7 @@ func Run(t *testing.T, newDB func(t *testing.T) *DB) {
 		{"ConcurrentGiveBack", testConcurrentGiveBack},
 		{"ConcurrentCreate", testConcurrentCreate},
 	}
+	tests = append(tests, batchTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -85,6 +86,7 @@ func Run(t *testing.T, newDB func(t *testing.T) *DB) {
 		}},
 		{"RegistryTablesMissing", testRegistryTablesMissing},
 	}
+	guardTests = append(guardTests, batchGuardTests...)
 	for _, tc := range guardTests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
