@@ -15,3 +15,11 @@ func BenchmarkTake(b *testing.B) {
 	}
 	storetest.BenchmarkTake(b, s)
 }
+
+func BenchmarkTakeBatch(b *testing.B) {
+	s, err := mysql.Open(b.Context(), mysqltest.DSN(b), storetest.BenchOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchmarkTakeBatch(b, s, 1000)
+}

@@ -15,3 +15,11 @@ func BenchmarkTake(b *testing.B) {
 	}
 	storetest.BenchmarkTake(b, s)
 }
+
+func BenchmarkTakeBatch(b *testing.B) {
+	s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "leaf.db"), storetest.BenchOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchmarkTakeBatch(b, s, 1000)
+}
