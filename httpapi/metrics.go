@@ -89,7 +89,7 @@ type collector struct {
 
 	issued, loads, step, runwayIDs, runwaySecs, guardTrips, guardRepairs *prometheus.Desc
 	waits, storeUp, tags, queued, clients, commands, build               *prometheus.Desc
-	awaySince, outages, probes, refused, retries, ambiguous              *prometheus.Desc
+	awaySince, outages, probes, refused, retries, ambiguous, rounds      *prometheus.Desc
 
 	// own are the tags with series of their own. A tag keeps its place
 	// once it has one and the others stay in _other, so no series, not
@@ -137,6 +137,8 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 			"Segment loads the database rolled back (serialization failures, deadlocks, lock waits) and that ran again.", nil, nil),
 		ambiguous: prometheus.NewDesc("leaf_store_ambiguous_total",
 			"Segment loads whose commit was left unknown (the connection lost once it was sent): their ranges are never served.", nil, nil),
+		rounds: prometheus.NewDesc("leaf_store_load_rounds_total",
+			"Store round trips that took segments: each takes every load queued at once, in one transaction.", nil, nil),
 		tags: prometheus.NewDesc("leaf_tags",
 			"Tags known to this process.", nil, nil),
 		queued: prometheus.NewDesc("leaf_queued_loads",
@@ -155,7 +157,7 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.issued, c.loads, c.step, c.runwayIDs, c.runwaySecs, c.guardTrips, c.guardRepairs,
-		c.waits, c.storeUp, c.awaySince, c.outages, c.probes, c.refused, c.retries, c.ambiguous, c.tags, c.queued, c.build,
+		c.waits, c.storeUp, c.awaySince, c.outages, c.probes, c.refused, c.retries, c.ambiguous, c.rounds, c.tags, c.queued, c.build,
 	} {
 		ch <- d
 	}
@@ -223,6 +225,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refused))
 	ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(st.Retries))
 	ch <- prometheus.MustNewConstMetric(c.ambiguous, prometheus.CounterValue, float64(st.Ambiguous))
+	ch <- prometheus.MustNewConstMetric(c.rounds, prometheus.CounterValue, float64(st.LoadRounds))
 	ch <- prometheus.MustNewConstMetric(c.tags, prometheus.GaugeValue, float64(st.Tags))
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.QueuedLoads))
 	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1, c.version)

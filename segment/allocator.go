@@ -28,6 +28,7 @@ type Options struct {
 	LoadTimeout     time.Duration // bound on a database call and on a request's wait
 	SyncInterval    time.Duration // period of the tag list re-sync
 	AutoCreate      bool          // create unknown tags with DefaultStep
+	MaxLoadBatch    int           // most loads one store round trip takes (group commit)
 	MaxBatch        int64         // largest n of NextN
 	NegativeTTL     time.Duration // how long an unknown tag is remembered as unknown
 	RetryBackoff    time.Duration // first delay before a probe of a store away, or before retrying a tag's failed load
@@ -60,6 +61,7 @@ func DefaultOptions() Options {
 		LoadTimeout:     2 * time.Second,
 		SyncInterval:    time.Minute,
 		AutoCreate:      true,
+		MaxLoadBatch:    persist.MaxTakeBatch,
 		MaxBatch:        100_000,
 		NegativeTTL:     time.Second,
 		RetryBackoff:    100 * time.Millisecond,
@@ -89,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SyncInterval <= 0 {
 		o.SyncInterval = d.SyncInterval
+	}
+	if o.MaxLoadBatch <= 0 {
+		o.MaxLoadBatch = d.MaxLoadBatch
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = d.MaxBatch
@@ -141,6 +146,7 @@ type Allocator struct {
 	guardRepairs atomic.Int64
 	retries      atomic.Int64          // Takes the database made run again
 	ambiguous    atomic.Int64          // Takes whose outcome was left unknown
+	loadRounds   atomic.Int64          // store round trips that took segments
 	h            health                // the store's state (health.go)
 	held         atomic.Pointer[error] // Hold's error (mode.go)
 	drops        atomic.Int64          // DropCached calls: loads across one are refused
@@ -155,6 +161,8 @@ type unknownName struct {
 	err   error // ErrUnknownTag, saying why
 }
 
+// lookupCall is the lookup of an unknown name in flight: a read (and a
+// create) of its row, or its first load (Prepare).
 type lookupCall struct {
 	done chan struct{}
 	tag  *Tag
@@ -177,7 +185,7 @@ func New(store persist.Store, opts Options) *Allocator {
 		negative: map[string]unknownName{},
 	}
 	a.h.init()
-	a.pool = newLoaderPool(opts.Loaders, (*Tag).runLoad)
+	a.pool = newLoaderPool(opts.Loaders, opts.MaxLoadBatch, a.runLoads)
 	return a
 }
 
@@ -347,6 +355,9 @@ func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
 		a.mu.Unlock()
 		select {
 		case <-c.done:
+			if errors.Is(c.err, errLookupAgain) {
+				return a.lookupSlow(ctx, name)
+			}
 			return c.tag, c.err
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, ctx.Err())
@@ -424,6 +435,94 @@ func (a *Allocator) resolve(ctx context.Context, name string, gone <-chan struct
 	return a.tags.add(a.newTagOf(row))[0], nil
 }
 
+// errLookupAgain ends a lookup by first load that found the row there
+// already: the tag may be of another mode, so it is looked up as any other
+// (the range that load took is a gap).
+var errLookupAgain = errors.New("segment: the row exists: look it up")
+
+// startLookupLocked starts the lookup of name as the first load of a tag
+// that joins the map when it succeeds (with auto-create, the store creates
+// the row in the same round trip), queued with the other loads, so that
+// the first touches of many tags take few round trips; a.mu is held.
+// Followers wait for it as for any lookup.
+func (a *Allocator) startLookupLocked(name string) {
+	c := &lookupCall{done: make(chan struct{})}
+	t := a.newTag(name)
+	t.lookup = c
+	t.inflight = &load{done: make(chan struct{})}
+	if a.pool.push(t) {
+		a.pending[name] = c
+	}
+}
+
+// endLookup ends c, the lookup that t's first load answered: with err, or
+// with t, which joins the map.
+func (a *Allocator) endLookup(c *lookupCall, t *Tag, err error) {
+	a.mu.Lock()
+	delete(a.pending, t.name)
+	if err == nil {
+		c.tag = a.tags.add(t)[0]
+	} else {
+		c.err = err
+		if errors.Is(err, ErrUnknownTag) {
+			if len(a.negative) >= maxNegative {
+				clear(a.negative)
+			}
+			a.negative[t.name] = unknownName{until: a.opts.Now().Add(a.opts.NegativeTTL), err: err}
+		}
+	}
+	a.mu.Unlock()
+	close(c.done)
+}
+
+// Prepare starts, without waiting, what a request of the tag named name
+// would wait for: the lookup of an unknown name, or the load of a known
+// tag whose current segment is spent and that has no next one. A caller
+// about to serve many tags (a pipeline) calls it for each first, so that
+// their loads are queued together and run in a few store round trips. It
+// never blocks nor calls the database, and does nothing while the store
+// is away.
+func (a *Allocator) Prepare(name []byte) {
+	if a.closed.Load() || a.h.state.Load().away || a.held.Load() != nil {
+		return
+	}
+	if t := a.tags.getBytes(name); t != nil {
+		t.prepare()
+		return
+	}
+	// Without auto-create the first load could only find an existing row,
+	// which the lookup must read anyway (its mode).
+	if !a.opts.AutoCreate || ValidTag(name) != nil {
+		return
+	}
+	key := string(name)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.pending[key]; ok || a.tags.get(key) != nil {
+		return
+	}
+	if n, ok := a.negative[key]; ok && a.opts.Now().Before(n.until) {
+		return
+	}
+	a.startLookupLocked(key)
+}
+
+// prepare queues the load of the next segment if the current one is spent
+// and none is held or coming.
+func (t *Tag) prepare() {
+	if t.gen != nil {
+		return
+	}
+	if s := t.cur.Load(); s.value.Load() < s.last {
+		return
+	}
+	t.mu.Lock()
+	if t.next == nil && t.inflight == nil {
+		t.startLoadLocked()
+	}
+	t.mu.Unlock()
+}
+
 // take is Store.Take with its duration observed and its outcome noted.
 func (a *Allocator) take(ctx context.Context, tag string, size int64) (persist.Range, error) {
 	mark := a.mark()
@@ -440,6 +539,30 @@ func (a *Allocator) observedTake(ctx context.Context, tag string, size int64) (p
 		a.opts.Observe(a.opts.Now().Sub(start), err)
 	}
 	return r, err
+}
+
+// observedTakes takes the ranges of group: one Take for a single load of
+// a known tag, one TakeBatch otherwise, its duration observed once per
+// load (Options.Observe).
+func (a *Allocator) observedTakes(ctx context.Context, group []plannedLoad) []persist.TakeResult {
+	a.loadRounds.Add(1)
+	if len(group) == 1 && group[0].create == 0 {
+		r, err := a.observedTake(ctx, group[0].t.name, group[0].size)
+		return []persist.TakeResult{{Range: r, Err: err}}
+	}
+	reqs := make([]persist.TakeRequest, len(group))
+	for i, p := range group {
+		reqs[i] = persist.TakeRequest{Tag: p.t.name, Size: p.size, Create: p.create}
+	}
+	start := a.opts.Now()
+	res := a.store.TakeBatch(ctx, reqs)
+	if a.opts.Observe != nil {
+		d := a.opts.Now().Sub(start)
+		for _, r := range res {
+			a.opts.Observe(d, r.Err)
+		}
+	}
+	return res
 }
 
 func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }
@@ -466,7 +589,12 @@ func (a *Allocator) Close(ctx context.Context) error {
 			l.err = ErrClosed
 			close(l.done)
 		}
+		c := t.lookup
+		t.lookup = nil
 		t.mu.Unlock()
+		if c != nil {
+			a.endLookup(c, t, ErrClosed)
+		}
 	}
 	tags := a.tags.all()
 	work := make(chan *Tag)

@@ -34,6 +34,11 @@ func (s *lossyStore) Take(ctx context.Context, tag string, size int64) (persist.
 	return r, err
 }
 
+// TakeBatch takes each request through Take.
+func (s *lossyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
+}
+
 // TestAmbiguousTakeNeverServed: a Take whose answer is lost took its range
 // in the store. The request that waited for it gets TRYAGAIN; the range is
 // never served: the next load starts above it, and IDs go on increasing.

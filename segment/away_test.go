@@ -88,6 +88,7 @@ func TestWaitersReleasedWhenStoreGoesAway(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10, "b": 10, "c": 10, "d": 10})
 	o := awayOptions(newClock())
 	o.LoadTimeout = time.Hour // only the test ends the hanging loads
+	o.MaxLoadBatch = 1        // a load each: each hangs on its own
 	a := newTestAllocator(t, store, o)
 	entered := make(chan string, 4)
 	failA := make(chan struct{})
@@ -386,6 +387,11 @@ func (s *flakyStore) Take(ctx context.Context, tag string, size int64) (persist.
 		return persist.Range{}, fmt.Errorf("%w: connection reset", persist.ErrUnavailable)
 	}
 	return s.fakeStore.Take(ctx, tag, size)
+}
+
+// TakeBatch takes each request through Take.
+func (s *flakyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
 }
 
 // TestNoDuplicatesAcrossOutages: two allocators share a store that keeps

@@ -23,6 +23,7 @@ func (s noInsertStore) Create(ctx context.Context, name string, step int64, desc
 // serve on; the name is remembered, with its reason, for NegativeTTL.
 func TestAutoCreateDenied(t *testing.T) {
 	store := noInsertStore{newFakeStore(map[string]int64{"known": 10})}
+	store.denyNew = fmt.Errorf("take %q: %w: creating a tag needs INSERT on leaf_alloc (GRANT INSERT ON leaf_alloc TO app)", "new", persist.ErrDenied)
 	c := newClock()
 	o := awayOptions(c)
 	o.AutoCreate = true

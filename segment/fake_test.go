@@ -27,7 +27,9 @@ type fakeStore struct {
 	takes   int
 	sizes   []int64
 	backs   int
-	lookups int
+	lookups int   // Tag calls, and Take requests that found no row
+	batches []int // the size of each TakeBatch
+	denyNew error // when set, TakeBatch fails with it the requests that would create a row
 }
 
 var (
@@ -126,6 +128,7 @@ func (s *fakeStore) Take(ctx context.Context, tag string, size int64) (persist.R
 	defer s.mu.Unlock()
 	r, ok := s.rows[tag]
 	if !ok {
+		s.lookups++
 		return persist.Range{}, fmt.Errorf("%w: %q", persist.ErrNotFound, tag)
 	}
 	if size <= 0 {
@@ -147,6 +150,47 @@ func (s *fakeStore) Take(ctx context.Context, tag string, size int64) (persist.R
 	}
 	s.guard[tag] = got.End
 	return got, nil
+}
+
+// TakeBatch answers each request as Create (when it asks to create a
+// missing row) then Take would, in order.
+func (s *fakeStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	s.mu.Lock()
+	s.batches = append(s.batches, len(reqs))
+	deny := s.denyNew
+	s.mu.Unlock()
+	res := make([]persist.TakeResult, len(reqs))
+	for i, q := range reqs {
+		if q.Create > 0 {
+			s.mu.Lock()
+			_, ok := s.rows[q.Tag]
+			if !ok && deny != nil {
+				s.lookups++
+			}
+			s.mu.Unlock()
+			if !ok && deny != nil {
+				res[i].Err = deny
+				continue
+			}
+			if !ok {
+				created, err := s.Create(ctx, q.Tag, q.Create, "")
+				if err != nil {
+					res[i].Err = err
+					continue
+				}
+				res[i].Created = created
+			}
+		}
+		res[i].Range, res[i].Err = s.Take(ctx, q.Tag, q.Size)
+	}
+	return res
+}
+
+// batchSizes is the size of each TakeBatch so far.
+func (s *fakeStore) batchSizes() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.batches...)
 }
 
 // withGuard turns the persistent guard on, as persist's backends keep it

@@ -136,7 +136,11 @@ type Stats struct {
 	Retries      int64 // Takes the database rolled back and that ran again
 	Ambiguous    int64 // Takes whose commit was left unknown (never served)
 	QueuedLoads  int
-	GuardTable   bool // the store keeps the persistent guard (leaf_guard)
+	// LoadRounds is the store round trips that took segments: a round
+	// trip takes every load queued at once (group commit), so under many
+	// first touches it is far below the loads.
+	LoadRounds int64
+	GuardTable bool // the store keeps the persistent guard (leaf_guard)
 	// StoreOK is false while the store is away: from a failed database
 	// call until one succeeds. Requests that need the database then
 	// answer at once (Refused) while one probe at a time tests it.
@@ -160,6 +164,7 @@ func (a *Allocator) Stats() Stats {
 		Retries:      a.retries.Load(),
 		Ambiguous:    a.ambiguous.Load(),
 		QueuedLoads:  a.pool.pending(),
+		LoadRounds:   a.loadRounds.Load(),
 		Outages:      a.h.outages.Load(),
 		Probes:       a.h.probes.Load(),
 		Refused:      a.h.refused.Load(),

@@ -4,7 +4,9 @@ import "sync"
 
 // loaderPool runs segment loads on a fixed number of workers, so the number
 // of goroutines and database connections stays bounded whatever the number
-// of tags. It has two queues. The first holds the loads requests wait for
+// of tags. A worker takes every load queued when it looks, up to batch,
+// and runs them as one store round trip (group commit: one transaction,
+// one fsync, for many tags). It has two queues. The first holds the loads requests wait for
 // and prefetches, in order. The second holds background reloads (the tags
 // parked while the store was away): a worker takes one only when the first
 // queue is empty, and at most half the workers run them at once, so a
@@ -21,12 +23,13 @@ type loaderPool struct {
 	lowAt  int    // head of low
 	lowRun int    // background reloads running
 	maxLow int    // of the workers, how many may run background reloads
+	batch  int    // most loads a worker takes at once
 	closed bool
 	wg     sync.WaitGroup
 }
 
-func newLoaderPool(workers int, run func(*Tag)) *loaderPool {
-	p := &loaderPool{maxLow: max(1, workers/2)}
+func newLoaderPool(workers, batch int, run func([]*Tag)) *loaderPool {
+	p := &loaderPool{maxLow: max(1, workers/2), batch: max(1, batch)}
 	p.cond = sync.NewCond(&p.mu)
 	p.wg.Add(workers)
 	for range workers {
@@ -61,44 +64,49 @@ func (p *loaderPool) pushLow(t *Tag) bool {
 	return true
 }
 
-// pop returns the next tag to load, and whether it is a background reload.
-func (p *loaderPool) pop() (t *Tag, low, ok bool) {
+// pop returns the next loads to run, up to p.batch of them from the
+// first queue, or one background reload, and whether it is that.
+func (p *loaderPool) pop() (ts []*Tag, low, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for !p.closed {
 		if p.head < len(p.queue) {
-			t = p.queue[p.head]
-			p.queue[p.head] = nil
-			p.head++
+			n := min(len(p.queue)-p.head, p.batch)
+			ts = append(ts, p.queue[p.head:p.head+n]...)
+			clear(p.queue[p.head : p.head+n])
+			p.head += n
 			if p.head == len(p.queue) {
 				// Reuse the backing array once drained.
 				p.queue, p.head = p.queue[:0], 0
 			}
-			return t, false, true
+			return ts, false, true
 		}
 		if p.lowAt < len(p.low) && p.lowRun < p.maxLow {
-			t = p.low[p.lowAt]
+			// One at a time: a request that comes for a tag whose reload
+			// has not started promotes it, and must not find it in a
+			// batch held up by a reload that hangs.
+			ts = append(ts, p.low[p.lowAt])
 			p.low[p.lowAt] = nil
 			p.lowAt++
 			if p.lowAt == len(p.low) {
 				p.low, p.lowAt = p.low[:0], 0
 			}
 			p.lowRun++
-			return t, true, true
+			return ts, true, true
 		}
 		p.cond.Wait()
 	}
 	return nil, false, false
 }
 
-func (p *loaderPool) work(run func(*Tag)) {
+func (p *loaderPool) work(run func([]*Tag)) {
 	defer p.wg.Done()
 	for {
-		t, low, ok := p.pop()
+		ts, low, ok := p.pop()
 		if !ok {
 			return
 		}
-		run(t)
+		run(ts)
 		if low {
 			p.mu.Lock()
 			p.lowRun--

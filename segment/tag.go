@@ -33,6 +33,10 @@ type Tag struct {
 	a        *Allocator
 	name     string
 	vanished atomic.Bool // the row was missing at the last sync or load
+	// lookup, while set, is the lookup of an unknown name that this tag's
+	// first load answers; the tag joins the allocator's map only if that
+	// load succeeds. Set before the tag is shared, cleared under mu.
+	lookup *lookupCall
 
 	// A tag in another mode (mode.go) has a generator instead of
 	// segments; both are set before the tag is published, never changed.
@@ -387,47 +391,107 @@ func (t *Tag) promoteLocked(l *load) {
 	}
 }
 
-// runLoad is a loader worker's job for one tag. While the store is away the
-// load does not reach it: the tag is parked until the store is back, and
-// the load ends at once.
-func (t *Tag) runLoad() {
+// plannedLoad is one load of a group: the tag, its load, and what was
+// decided before the store call.
+type plannedLoad struct {
+	t      *Tag
+	l      *load
+	size   int64 // 0: the table's step, for the first segment
+	h0     int64 // t.high when the request was sent
+	first  bool
+	create int64 // the step to create the row with, for a lookup with auto-create
+	d0     int64 // DropCached calls when it was planned: a range across one is refused
+}
+
+// runLoads is a loader worker's job: the loads of ts, as one store round
+// trip. While the store is away no load reaches it: each tag is parked
+// until the store is back (a lookup fails at once), and its load ends at
+// once.
+func (a *Allocator) runLoads(ts []*Tag) {
+	group := make([]plannedLoad, 0, len(ts))
+	for _, t := range ts {
+		if p, ok := t.startRun(); ok {
+			group = append(group, p)
+		}
+	}
+	a.loadGroup(group)
+}
+
+// startRun starts the tag's queued load for a worker, unless another
+// queue entry ran it; ok is false when there is nothing to send.
+func (t *Tag) startRun() (p plannedLoad, ok bool) {
 	t.mu.Lock()
 	l := t.inflight
 	if l == nil || l.started {
 		t.mu.Unlock()
-		return // the tag's entry in the other queue ran this load
+		return plannedLoad{}, false // the tag's entry in the other queue ran this load
 	}
 	l.started = true
-	if t.a.parkIfAwayLocked(t) {
+	c := t.lookup
+	if c != nil && t.a.h.state.Load().away || c == nil && t.a.parkIfAwayLocked(t) {
 		t.inflight = nil
+		t.lookup = nil
 		l.err = t.a.awayError(t.name)
 		close(l.done)
 		t.mu.Unlock()
-		return
+		if c != nil {
+			t.a.endLookup(c, t, t.a.refuseName(t.name))
+		}
+		return plannedLoad{}, false
 	}
+	p = t.planLocked(l)
 	t.mu.Unlock()
-	t.load(l)
+	return p, true
+}
+
+// planLocked decides what l, the tag's load in flight, asks of the store.
+func (t *Tag) planLocked(l *load) plannedLoad {
+	p := plannedLoad{t: t, l: l, first: !t.init, h0: t.high, d0: t.a.drops.Load()}
+	if !p.first {
+		p.size = t.nextStepLocked(t.a.nowNanos())
+	}
+	if t.lookup != nil && t.a.opts.AutoCreate {
+		p.create = t.a.opts.DefaultStep
+	}
+	return p
 }
 
 // load takes the next segment from the store for l, the tag's load in
-// flight, and ends it.
+// flight, and ends it, outside the pool (a probe).
 func (t *Tag) load(l *load) {
-	a := t.a
 	t.mu.Lock()
-	first := !t.init
-	var size int64 // 0: the table's step, for the first segment
-	if !first {
-		size = t.nextStepLocked(a.nowNanos())
-	}
-	h0 := t.high
-	d0 := a.drops.Load()
+	p := t.planLocked(l)
 	t.mu.Unlock()
+	t.a.loadGroup([]plannedLoad{p})
+}
 
+// loadGroup takes the segments of group from the store in one round trip
+// (a Take for a single load of a known tag, a TakeBatch otherwise) and
+// ends each load.
+func (a *Allocator) loadGroup(group []plannedLoad) {
+	if len(group) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.LoadTimeout)
 	mark := a.mark()
-	r, err := a.observedTake(ctx, t.name, size)
+	res := a.observedTakes(ctx, group)
 	cancel()
-	outage := a.outage(context.Background(), err, mark)
+	// Judged before any outcome is noted: one noted answer would make the
+	// others' failures look like those of a store that answers.
+	outage := make([]bool, len(group))
+	for i := range group {
+		outage[i] = a.outage(context.Background(), res[i].Err, mark)
+	}
+	for i, p := range group {
+		p.t.finishLoad(p, res[i], outage[i])
+	}
+}
+
+// finishLoad ends p's load with res, the store's answer; outage: res's
+// failure makes the store away.
+func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
+	a := t.a
+	r, err := res.Range, res.Err
 	if !outage {
 		a.noteOutcome(err, false) // before the waiters learn it: no lock held
 	}
@@ -435,18 +499,19 @@ func (t *Tag) load(l *load) {
 	t.mu.Lock()
 	t.noteTakeLocked(r, err)
 	if err == nil {
-		err = t.checkLocked(r, h0)
+		err = t.checkLocked(r, p.h0)
 	}
-	if err == nil && (r.Start < t.high || a.drops.Load() != d0) {
+	if err == nil && (r.Start < t.high || a.drops.Load() != p.d0) {
 		err = errDiscarded
 	}
+	lookup := t.lookup != nil
 	if err == nil {
 		now := a.nowNanos()
 		t.next = newSegment(r.Start, r.End, a.opts.PrefetchAt, now)
 		t.high = r.End
 		t.minStep = r.Step
 		t.step = max(r.Size(), r.Step)
-		if first {
+		if p.first {
 			t.step = r.Size()
 			t.init = true
 		}
@@ -454,13 +519,13 @@ func (t *Tag) load(l *load) {
 		t.loads++
 		t.failures = 0
 		t.vanished.Store(false)
-	} else if !errors.Is(err, errDiscarded) {
+	} else if !errors.Is(err, errDiscarded) && !lookup {
 		t.failLocked(err)
 	}
 	t.inflight = nil
-	l.err = err
-	close(l.done)
-	if err != nil && t.next == nil {
+	p.l.err = err
+	close(p.l.done)
+	if err != nil && t.next == nil && !lookup {
 		switch {
 		case errors.Is(err, errDiscarded):
 			t.startLoadLocked()
@@ -472,12 +537,41 @@ func (t *Tag) load(l *load) {
 			t.scheduleRetryLocked()
 		}
 	}
+	var lookupErr error
+	c := t.lookup
+	t.lookup = nil
+	switch {
+	case lookup && err != nil:
+		lookupErr = t.lookupErrorLocked(err)
+	case lookup && !res.Created:
+		lookupErr = errLookupAgain
+	}
 	t.mu.Unlock()
+	if lookup {
+		if err == nil && res.Created {
+			a.log.Info("tag created", "tag", t.name, "step", p.create)
+		}
+		a.endLookup(c, t, lookupErr)
+	}
 	if outage {
 		// Noted once this load's waiters have its outcome: the store going
 		// away releases the other requests waiting, not these.
 		a.noteOutcome(err, true)
 	}
+}
+
+// lookupErrorLocked is the error of the lookup of an unknown name whose
+// first load failed with err.
+func (t *Tag) lookupErrorLocked(err error) error {
+	switch {
+	case errors.Is(err, persist.ErrNotFound):
+		return fmt.Errorf("%w: %q (auto-create is off)", ErrUnknownTag, t.name)
+	case errors.Is(err, persist.ErrDenied):
+		return fmt.Errorf("%w: %q, and it cannot be created: %w", ErrUnknownTag, t.name, err)
+	case isStoreFault(err):
+		t.a.keepLookup(t.name)
+	}
+	return t.loadErrorLocked(err)
 }
 
 // failLocked records a failed database call.
