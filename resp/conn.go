@@ -126,7 +126,7 @@ func (c *Conn) run(mayBlock bool) {
 			return
 		}
 		if !c.sess.Command(c, args, mayBlock) {
-			c.held = args
+			c.held = c.preview(args)
 			return
 		}
 		if c.hangup {
@@ -137,6 +137,31 @@ func (c *Conn) run(mayBlock bool) {
 			return
 		}
 	}
+}
+
+// preview shows the commands buffered after held, the command just
+// parsed, to a Session that is a Previewer, each once (a pipeline's
+// commands are not shown again at its next held command), then parses
+// held again (the previewed commands reused its slices) and returns it.
+func (c *Conn) preview(held [][]byte) [][]byte {
+	p, ok := c.sess.(Previewer)
+	r := &c.rd
+	if !ok || max(r.start, r.ahead) >= r.end {
+		return held
+	}
+	at := r.prev
+	r.start = max(r.start, r.ahead)
+	for range maxPreview {
+		args, err := r.next()
+		if err != nil || args == nil {
+			break // a malformed command is met again, and answered, in turn
+		}
+		p.Preview(c, args)
+	}
+	r.ahead = max(r.ahead, r.start)
+	r.start = at
+	held, _ = r.next() // the same bytes: the same command, r.start after it again
+	return held
 }
 
 // runHeld runs the held command where it may block, holding the fence.

@@ -62,6 +62,7 @@ type reader struct {
 	buf        []byte
 	start, end int // buf[start:end] is read and not yet parsed
 	prev       int // start of the command next returned last (unread)
+	ahead      int // end of the commands already previewed (Conn.preview)
 
 	// Limits, set by setLimits (a zero reader refuses everything): the
 	// largest request in bytes, argument count and argument length, and
@@ -120,7 +121,7 @@ func (r *reader) unread() { r.start = r.prev }
 func (r *reader) buffered() bool { return r.start < r.end }
 
 // discard drops every buffered byte (QUIT drops the rest of a pipeline).
-func (r *reader) discard() { r.start, r.end = 0, 0 }
+func (r *reader) discard() { r.start, r.end, r.ahead = 0, 0, 0 }
 
 // fill reads more bytes: at least one, or an error. It first makes room:
 // a partial command moves to the front, and the buffer grows when one
@@ -130,13 +131,14 @@ func (r *reader) fill() error {
 	case r.buf == nil:
 		r.buf = make([]byte, readBufMin)
 	case r.start == r.end:
-		r.start, r.end = 0, 0
+		r.start, r.end, r.ahead = 0, 0, 0
 		if len(r.buf) > readBufMax {
 			// Grown for one big command: give it back.
 			r.buf = make([]byte, readBufMin)
 		}
 	case r.start > 0:
 		r.end = copy(r.buf, r.buf[r.start:r.end])
+		r.ahead = max(r.ahead-r.start, 0)
 		r.start = 0
 	}
 	if r.end == len(r.buf) {

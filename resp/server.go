@@ -43,6 +43,18 @@ type Session interface {
 	Closed()
 }
 
+// Previewer is a Session that wants to see, before a command that might
+// block runs, the complete commands the client sent after it (the rest of
+// a pipeline), so that it can start, without waiting, what they will wait
+// for: their waits then overlap instead of adding up. Preview must not
+// block, write, nor keep args (they point into the read buffer).
+type Previewer interface {
+	Preview(c *Conn, args [][]byte)
+}
+
+// maxPreview bounds the commands previewed after one that might block.
+const maxPreview = 4096
+
 // Options configure a Server. The zero value has the defaults below.
 type Options struct {
 	// Logger receives connection events (at debug level) and errors; nil

@@ -76,6 +76,20 @@ func (c *client) Command(conn *resp.Conn, args [][]byte, mayBlock bool) bool {
 	return c.s.dispatch(c, conn, args, mayBlock)
 }
 
+// Preview starts the lookups and loads that an INCR or INCRBY of the
+// rest of a pipeline will wait for (resp.Previewer), so that they run
+// together, in a few store round trips, while the first one waits.
+func (c *client) Preview(conn *resp.Conn, args [][]byte) {
+	if !c.authed || len(args) < 2 {
+		return
+	}
+	if n := c.lowerName(args[0]); n >= 0 {
+		if name := string(c.name[:n]); name == "incr" || name == "incrby" {
+			c.s.alloc.Prepare(args[1])
+		}
+	}
+}
+
 // Closed unregisters the connection (resp.Session).
 func (c *client) Closed() { c.s.unregister(c) }
 
