@@ -273,6 +273,11 @@ func (s *outageStore) Take(ctx context.Context, tag string, size int64) (persist
 	return s.Store.Take(ctx, tag, size)
 }
 
+// TakeBatch takes each request through Take.
+func (s *outageStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
+}
+
 // TestTryAgain: leaf's TRYAGAIN (its database is down and it has no IDs
 // cached) is ErrUnavailable with the server's reply; once leaf's probe has
 // found the database back, the same generator serves again.

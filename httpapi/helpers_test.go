@@ -47,6 +47,11 @@ func (s *flakyStore) Take(ctx context.Context, tag string, size int64) (persist.
 	return s.Store.Take(ctx, tag, size)
 }
 
+// TakeBatch takes each request through Take.
+func (s *flakyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
+}
+
 func (s *flakyStore) Tags(ctx context.Context) ([]persist.Tag, error) {
 	if err := s.err(); err != nil {
 		return nil, err

@@ -75,6 +75,14 @@ if [ "$GO_BENCH" != 0 ]; then
 		-benchtime "$BENCHTIME" ./server/ | tee -a "$work/gobench"
 	awk '/^BenchmarkNext\/atomic.Int64.Add/ { a = $3 } /^BenchmarkNext\/Tag.Next-/ { t = $3 }
 		END { if (a > 0 && t > 0) printf "Tag.Next: %.2fx the cost of a bare atomic add\n", t / a }' "$work/gobench"
+	# A pipeline of 1,000 INCRs of new tags, loads grouped against one
+	# transaction per tag; 100,000 existing tags' first INCRs after a
+	# restart, through pipelines of 1,000 (SQLite).
+	go test -run '^$' -bench 'BenchmarkNewTagsPipeline|BenchmarkRestart100kTags' -benchmem -benchtime 1x \
+		./server/ | tee -a "$work/gobench"
+	awk '/^BenchmarkNewTagsPipeline\// { split($1, k, "/"); sub(/-[0-9]+$/, "", k[2]); ns[k[2]] = $3 }
+		END { if (ns["grouped"] > 0) printf "1,000 new tags in one pipeline: grouped loads %.1fx faster than one transaction per tag\n",
+			ns["one-per-transaction"] / ns["grouped"] }' "$work/gobench"
 	go test -run '^$' -bench 'BenchmarkIDs' -benchmem -benchtime "$BENCHTIME" ./client/ | tee -a "$work/gobench"
 	awk '/^BenchmarkIDs\// { split($1, k, "/"); sub(/-[0-9]+$/, "", k[3]); ns[k[2] "/" k[3]] = $3 }
 		END { split("serial parallel", modes, " "); for (j = 1; j <= 2; j++) { m = modes[j]
@@ -123,6 +131,15 @@ take_bench() (
 	awk '/^pkg: / { pkg = $2; sub(/.*\//, "", pkg) } /^BenchmarkTake/ { ns[pkg] = $3; order[++n] = pkg }
 		END { for (i = 1; i <= n; i++) if (ns["sqlite"] > 0)
 			printf "Take on %s: %.0f us, %.2fx SQLite'"'"'s\n", order[i], ns[order[i]] / 1000, ns[order[i]] / ns["sqlite"] }' "$svc/take"
+	# Many tags at once: 1,000 tags a Take (one transaction) each against
+	# one TakeBatch, new tags (created by it) and existing ones.
+	go test -p 1 -run '^$' -bench '^BenchmarkTakeBatch$' -benchmem -benchtime 1x \
+		./persist/sqlite/ ./persist/mysql/ | tee "$svc/batch"
+	awk '/^pkg: / { pkg = $2; sub(/.*\//, "", pkg) }
+		/^BenchmarkTakeBatch\// { split($1, k, "/"); sub(/-[0-9]+$/, "", k[3]); ns[pkg "/" k[2] "/" k[3]] = $3 }
+		END { split("sqlite mysql", p, " "); split("new existing", w, " ")
+			for (i = 1; i <= 2; i++) for (j = 1; j <= 2; j++) { a = ns[p[i] "/" w[j] "/Take"]; b = ns[p[i] "/" w[j] "/TakeBatch"]
+				if (a > 0 && b > 0) printf "1,000 %s tags on %s: one TakeBatch %.1fx faster than a Take each\n", w[j], p[i], a / b } }' "$svc/batch"
 )
 if [ "$GO_BENCH" != 0 ]; then
 	echo

@@ -447,6 +447,11 @@ func (b *blockingStore) Take(ctx context.Context, tag string, size int64) (persi
 	return b.Store.Take(ctx, tag, size)
 }
 
+// TakeBatch takes each request through Take.
+func (b *blockingStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	return persist.TakeEach(ctx, reqs, b.Take, b.Create)
+}
+
 // TestShutdownWaitsForInflight: a command waiting on the database holds
 // Shutdown until it finishes; when Shutdown's context ends first, the wait
 // is cancelled and Shutdown still returns with no handler running.

@@ -37,6 +37,11 @@ func (s *slowStore) Take(ctx context.Context, tag string, size int64) (persist.R
 	return s.Store.Take(ctx, tag, size)
 }
 
+// TakeBatch takes each request through Take.
+func (s *slowStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
+}
+
 // TestNoStoreWaitsAfterWarmup: INCR at a steady 200,000 IDs a second (the
 // target is 100,000) in front of a store that takes 20 ms per segment: once
 // the adaptive step has grown to the rate, the next segment is always

@@ -418,6 +418,11 @@ func (s *outageStore) Take(ctx context.Context, tag string, size int64) (persist
 	return s.Store.Take(ctx, tag, size)
 }
 
+// TakeBatch takes each request through Take.
+func (s *outageStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
+}
+
 // TestDatabaseDown: the first request waits for its load and gets its
 // error; from then on the database is away and requests that need it
 // answer at once, saying since when, until a probe finds it back.
