@@ -15,6 +15,18 @@
 // most once, so goroutines and database connections stay bounded whatever
 // the number of tags, and at most one load per tag is ever in flight.
 //
+// # Many tags at once
+//
+// A worker takes every load queued when it looks, up to MaxLoadBatch, and
+// takes their ranges in one store round trip (persist.Store.TakeBatch: one
+// transaction, one synced commit): the first touches of many tags, or the
+// first loads after a restart, cost a few round trips instead of one
+// each. Each tag gets its own answer; one tag's failure is its own.
+// Prepare lets a caller that is about to serve many tags (a pipeline)
+// queue their lookups and loads before it waits for the first; the lookup
+// of an unknown name it starts is the tag's first load, which creates the
+// row in the same round trip when auto-create is on.
+//
 // # Sizes and order
 //
 // The step adapts as in Meituan Leaf: a segment that lasted less than
