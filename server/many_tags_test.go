@@ -40,9 +40,9 @@ func pipelineIncr(tb testing.TB, c *redis.Client, names []string) []int64 {
 	return ids
 }
 
-// slowClient is a client whose reads wait as long as a busy machine needs
+// patientClient is a client whose reads wait as long as a busy machine needs
 // for a pipeline of first touches.
-func slowClient(addr string) *redis.Client {
+func patientClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, ReadTimeout: 2 * time.Minute, WriteTimeout: time.Minute})
 }
 
@@ -61,7 +61,7 @@ func TestPipelineOfNewTags(t *testing.T) {
 	so := segment.DefaultOptions()
 	so.LoadTimeout = time.Minute // a busy machine's SQLite
 	in := servertest.Start(t, servertest.Options{Segment: &so})
-	c := slowClient(in.Addr)
+	c := patientClient(in.Addr)
 	defer c.Close()
 	tags := names("tenant", 1000)
 	for round, want := range []int64{1, 2} {
@@ -100,7 +100,7 @@ func BenchmarkNewTagsPipeline(b *testing.B) {
 			so.LoadTimeout = time.Minute
 			so.MaxLoadBatch = tc.batch
 			in := servertest.Start(b, servertest.Options{Segment: &so, Wrap: func(s persist.Store) persist.Store { return noGiveBack{s} }})
-			c := slowClient(in.Addr)
+			c := patientClient(in.Addr)
 			defer c.Close()
 			b.ReportAllocs()
 			for i := range b.N {
@@ -142,7 +142,7 @@ func BenchmarkRestart100kTags(b *testing.B) {
 		so := segment.DefaultOptions()
 		so.LoadTimeout = time.Minute
 		in := servertest.Start(b, servertest.Options{Path: path, Segment: &so, Wrap: func(s persist.Store) persist.Store { return noGiveBack{s} }})
-		c := slowClient(in.Addr)
+		c := patientClient(in.Addr)
 		b.StartTimer()
 		for i := 0; i < tags; i += depth {
 			pipelineIncr(b, c, all[i:i+depth])
