@@ -419,6 +419,11 @@ func TestGuardRefusesLowerMaxID(t *testing.T) {
 	c := newClock()
 	o := testOptions(c)
 	o.PrefetchAt = 1 // no prefetch before the segment is spent
+	// Every segment is the table's 10 IDs: each load, refused or not,
+	// moves max_id up by 10, so the first two loads from the lowered row
+	// are both below the 20 IDs reserved, whichever of them a request
+	// meets (the prefetch may have been refused before it came).
+	o.MaxStep = 10
 	// Refused loads are retried only when the test moves the clock: each
 	// one moves max_id up, and a retry in the background could carry it
 	// past the reserved IDs before a request meets the refusal.
@@ -431,7 +436,10 @@ func TestGuardRefusesLowerMaxID(t *testing.T) {
 	waitLoad(t, tag)
 	store.setMaxID("a", 1) // row deleted and re-created, or a backup restored
 	var last int64
-	for {
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatalf("100 IDs after the row was lowered, up to %d, and no refusal", last)
+		}
 		id, err := tag.Next(context.Background())
 		if err != nil {
 			if !errors.Is(err, ErrGuard) {
@@ -444,8 +452,8 @@ func TestGuardRefusesLowerMaxID(t *testing.T) {
 		}
 		last = id
 	}
-	if last < 20 {
-		t.Fatalf("served up to %d; the reserved IDs up to 20 must still be served", last)
+	if last != 20 {
+		t.Fatalf("served up to %d; the reserved IDs up to 20, and none above, must be served", last)
 	}
 	in := tag.Info()
 	if in.GuardTrips < 1 || a.Stats().GuardTrips < 1 {
