@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -54,17 +55,34 @@ func TestAmbiguousTakeNeverServed(t *testing.T) {
 
 	last := mustNext(t, tag)
 	waitLoad(t, tag) // [1, 11) and [11, 21) cached
+	// The prefetch of [21, 31), started by ID 11, loses its answer, and is
+	// held in the store until the request for ID 21 waits for it.
+	release := make(chan struct{})
+	store.setHook(func(context.Context, string, int64) error {
+		<-release // the load's deadline is far beyond the test
+		return nil
+	})
+	store.mu.Lock()
+	store.lose = 1
+	store.mu.Unlock()
 	for range 19 {
 		last = mustNext(t, tag)
 	}
 	if last != 20 {
 		t.Fatalf("last cached ID = %d, want 20", last)
 	}
-
-	store.mu.Lock()
-	store.lose = 1
-	store.mu.Unlock()
-	if _, err := tag.Next(context.Background()); !errors.Is(err, ErrUnavailable) || !errors.Is(err, persist.ErrAmbiguous) {
+	waits := a.Stats().Waits
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tag.Next(context.Background())
+		errc <- err
+	}()
+	for a.Stats().Waits == waits { // counted once it holds the load it waits for
+		runtime.Gosched()
+	}
+	store.setHook(nil)
+	close(release)
+	if err := <-errc; !errors.Is(err, ErrUnavailable) || !errors.Is(err, persist.ErrAmbiguous) {
 		t.Fatalf("INCR when the load's answer is lost: err = %v, want ErrUnavailable with persist.ErrAmbiguous", err)
 	}
 	if row, _ := store.Tag(context.Background(), "t"); row.MaxID != 31 {
