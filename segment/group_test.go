@@ -81,6 +81,7 @@ func TestGroupCommitUnknownWithoutAutoCreate(t *testing.T) {
 	o := testOptions(newClock())
 	o.AutoCreate = false
 	o.Loaders = 1
+	o.PrefetchAt = 1 // the INCRs below start no prefetch, which could be grouped
 	a := newTestAllocator(t, store, o)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once

@@ -26,7 +26,9 @@ func (s hungGiveBack) GiveBack(ctx context.Context, tag string, from, to int64) 
 func TestCloseOnHungDatabase(t *testing.T) {
 	store := hungGiveBack{newFakeStore(map[string]int64{"a": 10, "b": 10})}
 	o := testOptions(newClock())
-	o.LoadTimeout = 50 * time.Millisecond
+	// Long enough for the loads before Close on a busy machine; the hung
+	// give-backs each end at it.
+	o.LoadTimeout = 2 * time.Second
 	a := New(store, o)
 	if err := a.Start(context.Background()); err != nil {
 		t.Fatal(err)
