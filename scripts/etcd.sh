@@ -263,7 +263,7 @@ member() {
 	esac
 }
 
-running_pid() {
+running_member() {
 	local pid
 	pid=$(pid_of "$1")
 	is_etcd "$pid" || die "member $1 is not running"
@@ -282,7 +282,7 @@ stop_member() {
 
 kill_member() {
 	local n=$1 pid
-	pid=$(running_pid "$n")
+	pid=$(running_member "$n")
 	kill -KILL "$pid"
 	wait_gone "$pid" 30 || die "member $n (pid $pid) still alive 30s after SIGKILL"
 	rm -f "$dir/m$n/etcd.pid"
@@ -324,7 +324,7 @@ case $cmd in
 kill) kill_member "$n" ;;
 stop) stop_member "$n" ;;
 pause | resume)
-	pid=$(running_pid "$n")
+	pid=$(running_member "$n")
 	if [ "$cmd" = pause ]; then kill -STOP "$pid"; else kill -CONT "$pid"; fi
 	echo "$n"
 	;;

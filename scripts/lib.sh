@@ -65,6 +65,17 @@ alive() {
 	[ "$state" != Z ]
 }
 
+# running_pid PIDFILE CHECK: the PID recorded in PIDFILE, when CHECK PID
+# says it is still the service's process; else die (the sourcing script's)
+# saying why.
+running_pid() {
+	local pid
+	[ -f "$1" ] || die "not running (no $1)"
+	pid=$(cat "$1")
+	"$2" "$pid" || die "not running (pid $pid is gone)"
+	echo "$pid"
+}
+
 # wait_gone PID SECONDS: wait until process PID is gone; fail when it is
 # still there after SECONDS.
 wait_gone() {

@@ -207,20 +207,11 @@ stop() {
 	log "stopped (pid $pid)"
 }
 
-# running_pid DIR: the PID of the running mariadbd of DIR, or fail.
-running_pid() {
-	local pid
-	[ -f "$1/mariadb.pid" ] || die "not running (no $1/mariadb.pid)"
-	pid=$(cat "$1/mariadb.pid")
-	is_mariadbd "$pid" || die "not running (pid $pid is gone)"
-	echo "$pid"
-}
-
 # crash DIR: SIGKILL, as a crash or an OOM kill would; the data directory
 # and the DSN stay for the next start.
 crash() {
 	local pid
-	pid=$(running_pid "$1")
+	pid=$(running_pid "$1/mariadb.pid" is_mariadbd)
 	# A stopped process dies of SIGKILL too.
 	kill -KILL "$pid"
 	wait_gone "$pid" 30 || die "pid $pid still alive 30s after SIGKILL"
@@ -231,7 +222,7 @@ crash() {
 # signal DIR SIG: send SIG to the running mariadbd of DIR.
 signal() {
 	local pid
-	pid=$(running_pid "$1")
+	pid=$(running_pid "$1/mariadb.pid" is_mariadbd)
 	kill -"$2" "$pid"
 	log "sent SIG$2 (pid $pid)"
 }

@@ -303,20 +303,11 @@ destroy() {
 	log "destroyed"
 }
 
-# running_pid DIR: the PID of the running postmaster of DIR, or fail.
-running_pid() {
-	local pid
-	[ -f "$1/postgres.pid" ] || die "not running (no $1/postgres.pid)"
-	pid=$(cat "$1/postgres.pid")
-	is_postgres "$pid" || die "not running (pid $pid is gone)"
-	echo "$pid"
-}
-
 # crash DIR: SIGKILL the postmaster and its backends, as a crash or an OOM
 # kill would; the cluster and the DSN stay for the next start.
 crash() {
 	local pid kids
-	pid=$(running_pid "$1")
+	pid=$(running_pid "$1/postgres.pid" is_postgres)
 	# Stopped first, the postmaster forks no backend meanwhile.
 	kill -STOP "$pid"
 	kids=$(children "$pid")
@@ -345,7 +336,7 @@ crash() {
 # meanwhile). resume DIR: SIGCONT them.
 pause() {
 	local pid
-	pid=$(running_pid "$1")
+	pid=$(running_pid "$1/postgres.pid" is_postgres)
 	kill -STOP "$pid"
 	# shellcheck disable=SC2046
 	kill -STOP $(children "$pid") 2>/dev/null || true
@@ -354,7 +345,7 @@ pause() {
 
 resume() {
 	local pid
-	pid=$(running_pid "$1")
+	pid=$(running_pid "$1/postgres.pid" is_postgres)
 	# shellcheck disable=SC2046
 	kill -CONT $(children "$pid") 2>/dev/null || true
 	kill -CONT "$pid"
