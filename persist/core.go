@@ -86,6 +86,29 @@ type Backend interface {
 	Guarded
 }
 
+// SQLStore is a backend on the shared SQL core as its package exports
+// it: the methods of Backend and Registry, and nothing else of the Core.
+// Each SQL backend's Store embeds one.
+type SQLStore struct {
+	backend
+	registry
+}
+
+// backend and registry are embedded under names of their own, so that the
+// Core's other methods stay out of sight.
+type (
+	backend  = Backend
+	registry = Registry
+)
+
+var (
+	_ Backend  = (*SQLStore)(nil)
+	_ Registry = (*SQLStore)(nil)
+)
+
+// NewSQLStore is the store of c.
+func NewSQLStore(c *Core) SQLStore { return SQLStore{backend: c, registry: c} }
+
 // Dialect is what differs between the SQL backends; everything else (the
 // statements of the Store and Admin methods, validation, retries) is
 // shared in Core. A backend for another SQL database is a Dialect and an

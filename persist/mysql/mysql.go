@@ -21,24 +21,8 @@ import (
 // Store is the MySQL backend: every method of persist.Backend, from the
 // shared SQL core.
 type Store struct {
-	backend
-	registry
+	persist.SQLStore
 }
-
-// backend and registry are embedded under names of their own, so that
-// Store shows persist.Backend's and persist.Registry's methods and nothing
-// else of the core.
-type (
-	backend  = persist.Backend
-	registry = persist.Registry
-)
-
-var (
-	_ persist.Store    = (*Store)(nil)
-	_ persist.Admin    = (*Store)(nil)
-	_ persist.Guarded  = (*Store)(nil)
-	_ persist.Registry = (*Store)(nil)
-)
 
 // The DDL of DESIGN.md §2, columns verbatim. The table options matter when
 // we create the table: InnoDB for row locks, and a binary collation so that
@@ -305,7 +289,7 @@ func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store,
 	}
 	warnCollation(ctx, c, opts.Log())
 	opts.Log().Info("persist: mysql open", "addr", cfg.Addr, "db", cfg.DBName)
-	return &Store{backend: c, registry: c}, nil
+	return &Store{SQLStore: persist.NewSQLStore(c)}, nil
 }
 
 func connect(cfg *mysql.Config, opts persist.Options) (*persist.Core, error) {

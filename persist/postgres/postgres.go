@@ -37,24 +37,8 @@ import (
 // Store is the PostgreSQL backend: every method of persist.Backend and
 // persist.Registry, from the shared SQL core.
 type Store struct {
-	backend
-	registry
+	persist.SQLStore
 }
-
-// backend and registry are embedded under names of their own, so that
-// Store shows persist.Backend's and persist.Registry's methods and nothing
-// else of the core.
-type (
-	backend  = persist.Backend
-	registry = persist.Registry
-)
-
-var (
-	_ persist.Store    = (*Store)(nil)
-	_ persist.Admin    = (*Store)(nil)
-	_ persist.Guarded  = (*Store)(nil)
-	_ persist.Registry = (*Store)(nil)
-)
 
 // The DDL of DESIGN.md §2 in PostgreSQL's types. biz_tag compares byte for
 // byte, as on SQLite and MySQL: the database's default collation is
@@ -302,7 +286,7 @@ func open(ctx context.Context, cfg *pgx.ConnConfig, opts persist.Options) (*Stor
 		return nil, err
 	}
 	opts.Log().Info("persist: postgres open", where(cfg)...)
-	return &Store{backend: c, registry: c}, nil
+	return &Store{SQLStore: persist.NewSQLStore(c)}, nil
 }
 
 // where names the database for the log: host, port, database, never the

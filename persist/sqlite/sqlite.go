@@ -25,25 +25,9 @@ import (
 // Store is the SQLite backend: every method of persist.Backend, from the
 // shared SQL core.
 type Store struct {
-	backend
-	registry
+	persist.SQLStore
 	path string
 }
-
-// backend and registry are embedded under names of their own, so that
-// Store shows persist.Backend's and persist.Registry's methods and nothing
-// else of the core.
-type (
-	backend  = persist.Backend
-	registry = persist.Registry
-)
-
-var (
-	_ persist.Store    = (*Store)(nil)
-	_ persist.Admin    = (*Store)(nil)
-	_ persist.Guarded  = (*Store)(nil)
-	_ persist.Registry = (*Store)(nil)
-)
 
 // The DDL of DESIGN.md §2 in SQLite's dialect: SQLite has no ON UPDATE, so
 // every UPDATE sets update_time itself.
@@ -143,7 +127,7 @@ func Open(ctx context.Context, path string, opts persist.Options) (*Store, error
 		return nil, fmt.Errorf("persist: open sqlite: %w", err)
 	}
 	opts.Log().Info("persist: sqlite open", "path", abs)
-	return &Store{backend: c, registry: c, path: abs}, nil
+	return &Store{SQLStore: persist.NewSQLStore(c), path: abs}, nil
 }
 
 // dsn is the driver's data source name for the file at abs: a file: URI,
