@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/idtest"
 )
 
 var servingHTTPRe = regexp.MustCompile(`msg="serving http" addr=(\S+)`)
@@ -140,16 +142,7 @@ func TestHTTPProcess(t *testing.T) {
 		}
 		wg.Wait()
 		close(ids)
-		seen := map[int64]bool{}
-		for id := range ids {
-			if seen[id] {
-				t.Fatalf("ID %d handed out twice", id)
-			}
-			seen[id] = true
-		}
-		if len(seen) != 2*workers*each {
-			t.Fatalf("%d IDs, want %d", len(seen), 2*workers*each)
-		}
+		idtest.Unique(t, ids, 2*workers*each)
 	})
 
 	t.Run("status page", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/idtest"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -192,16 +193,7 @@ func TestLeafAPIAndIncrUnique(t *testing.T) {
 	}
 	wg.Wait()
 	close(ids)
-	seen := map[int64]bool{}
-	for id := range ids {
-		if seen[id] {
-			t.Fatalf("ID %d handed out twice", id)
-		}
-		seen[id] = true
-	}
-	if len(seen) != 2*workers*each {
-		t.Fatalf("%d IDs, want %d", len(seen), 2*workers*each)
-	}
+	idtest.Unique(t, ids, 2*workers*each)
 }
 
 // TestCache: Leaf's /cache monitor, as JSON and as Leaf's HTML table.

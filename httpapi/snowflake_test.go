@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/idtest"
 	"github.com/leaf-id/leaf/snowflake"
 )
 
@@ -80,16 +81,7 @@ func TestSnowflakeGetAndIncrUnique(t *testing.T) {
 	}
 	wg.Wait()
 	close(ids)
-	seen := map[int64]bool{}
-	for id := range ids {
-		if seen[id] {
-			t.Fatalf("ID %d twice", id)
-		}
-		seen[id] = true
-	}
-	if len(seen) != 3*each {
-		t.Fatalf("%d IDs, want %d", len(seen), 3*each)
-	}
+	idtest.Unique(t, ids, 3*each)
 }
 
 // TestSnowflakeGetClockBack: a clock back by more than max_clock_back
