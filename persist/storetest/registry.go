@@ -59,11 +59,7 @@ func RunRegistry(t *testing.T, newStore func(t *testing.T) Opener) {
 // registry returns s as a persist.Registry.
 func registry(t *testing.T, s persist.Store) persist.Registry {
 	t.Helper()
-	r, ok := s.(persist.Registry)
-	if !ok {
-		t.Fatalf("%T does not implement persist.Registry", s)
-	}
-	return r
+	return as[persist.Registry](t, s)
 }
 
 func nodeInfo(id string) persist.NodeInfo {

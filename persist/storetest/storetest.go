@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -98,11 +99,17 @@ func Run(t *testing.T, newDB func(t *testing.T) *DB) {
 // admin returns s as a persist.Admin; every backend implements both.
 func admin(t *testing.T, s persist.Store) persist.Admin {
 	t.Helper()
-	a, ok := s.(persist.Admin)
+	return as[persist.Admin](t, s)
+}
+
+// as returns s as a T, or fails t.
+func as[T any](t *testing.T, s persist.Store) T {
+	t.Helper()
+	v, ok := s.(T)
 	if !ok {
-		t.Fatalf("%T does not implement persist.Admin", s)
+		t.Fatalf("%T does not implement %v", s, reflect.TypeFor[T]())
 	}
-	return a
+	return v
 }
 
 func mustCreate(t *testing.T, s persist.Store, name string, step int64, desc string) {
