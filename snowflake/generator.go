@@ -39,7 +39,8 @@ type Options struct {
 	// MaxClockBack is how far the clock may be behind the last ID issued
 	// for a request to wait for it; beyond, ErrClockBack.
 	MaxClockBack time.Duration
-	// Now is the wall clock; nil is time.Now. Tests inject one.
+	// Now is the wall clock; nil is time.Now, read once a millisecond by
+	// a goroutine while IDs are being made (coarseClock). Tests inject one.
 	Now func() time.Time
 	// Sleep waits d or until ctx ends; nil waits on a timer. Tests inject
 	// one that moves their clock.
@@ -58,7 +59,8 @@ type Generator struct {
 	shift   uint  // WorkerBits + SeqBits
 	mask    int64 // of the sequence
 	maxBack time.Duration
-	now     func() time.Time
+	now     func() time.Time // nil: clock
+	clock   coarseClock
 	sleep   func(ctx context.Context, d time.Duration) error
 
 	state atomic.Int64 // last time unit << SeqBits | last sequence
@@ -78,9 +80,6 @@ type lease struct {
 // New returns a generator with no worker id: it answers ErrNoWorker until
 // Grant.
 func New(o Options) *Generator {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	if o.Sleep == nil {
 		o.Sleep = sleep
 	}
@@ -202,6 +201,14 @@ func (g *Generator) TryNextN(n int64) (last int64, ok bool) {
 	return id, err == nil && wait == 0
 }
 
+// nowMs is the wall clock in Unix milliseconds.
+func (g *Generator) nowMs() int64 {
+	if g.now != nil {
+		return g.now().UnixMilli()
+	}
+	return g.clock.now()
+}
+
 // next makes n IDs now, or says how long to wait before trying again.
 func (g *Generator) next(n int64) (id int64, wait time.Duration, err error) {
 	ls := g.lease.Load()
@@ -217,7 +224,7 @@ func (g *Generator) next(n int64) (id int64, wait time.Duration, err error) {
 		// went back (read the other way round, a request delayed between
 		// the two would take others' progress for a clock going back).
 		old := g.state.Load()
-		nowMs := g.now().UnixMilli()
+		nowMs := g.nowMs()
 		tick := g.l.tickMs(nowMs)
 		last, seq := old>>g.l.SeqBits, old&g.mask
 		var t, first int64
