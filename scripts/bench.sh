@@ -89,7 +89,8 @@ if [ "$GO_BENCH" != 0 ]; then
 			if (ns["Next/" m] > 0 && ns["INCR/" m] > 0)
 				printf "client Next (%s): %.0fx the rate of one INCR per ID\n", m, ns["INCR/" m] / ns["Next/" m] } }' "$work/gobench"
 	# Snowflake INCR against segment INCR on one server, over the wire, the
-	# two modes alternating for five rounds: the median ratio of the rates.
+	# two modes alternating for ten rounds, each round starting with the
+	# other: the median ratio of the rates.
 	go test -run '^$' -bench 'BenchmarkSnowflakeIncr' -benchmem -benchtime "$BENCHTIME" ./server/ | tee -a "$work/gobench"
 	awk '/^BenchmarkSnowflakeIncr\// {
 			split($1, k, "/"); sub(/^round=/, "", k[2]); sub(/^mode=/, "", k[3]); sub(/-[0-9]+$/, "", k[4])
