@@ -73,8 +73,7 @@ func (a *Allocator) SetStep(ctx context.Context, name string, step int64) error 
 	}
 	if t := a.tags.get(name); t != nil {
 		t.mu.Lock()
-		t.minStep = step
-		t.step = max(t.step, step)
+		t.setStepLocked(step)
 		t.mu.Unlock()
 	}
 	a.log.Info("tag step changed", "tag", name, "step", step)

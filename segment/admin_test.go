@@ -109,6 +109,42 @@ func TestCreateAndSetStep(t *testing.T) {
 	}
 }
 
+// A step changed while a load is in flight (here through another server)
+// holds when the load ends: the load may have read the row before the
+// change, and its step must not undo it.
+func TestStepChangeOutlivesOlderLoad(t *testing.T) {
+	store := newFakeStore(map[string]int64{"a": 10})
+	a := newTestAllocator(t, store, testOptions(newClock()))
+	tag := mustLookup(t, a, "a")
+	mustNext(t, tag)
+	waitLoad(t, tag)
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	store.setHook(func(context.Context, string, int64) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release // the load's deadline is far beyond the test
+		return nil
+	})
+	// Spend cached IDs until the next prefetch starts, then let it reach
+	// the store (more IDs could run the cache dry and wait on it).
+	for i := 0; !tag.Info().Loading; i++ {
+		if i == 1000 {
+			t.Fatal("no prefetch within 1000 IDs")
+		}
+		mustNext(t, tag)
+	}
+	<-entered
+	a.ApplyStep("a", 500)
+	store.setHook(nil)
+	close(release)
+	waitLoad(t, tag)
+	if in := tag.Info(); in.MinStep != 500 || in.Step < 500 {
+		t.Fatalf("after the older load: min_step %d, step %d; want 500 and at least 500", in.MinStep, in.Step)
+	}
+}
+
 func TestLastIssued(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
 	a := newTestAllocator(t, store, testOptions(newClock()))

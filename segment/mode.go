@@ -136,8 +136,7 @@ func (a *Allocator) SkipTo(name string, n int64) {
 func (a *Allocator) ApplyStep(name string, step int64) {
 	if t := a.tags.get(name); t != nil && t.gen == nil {
 		t.mu.Lock()
-		t.minStep = step
-		t.step = max(t.step, step)
+		t.setStepLocked(step)
 		t.mu.Unlock()
 	}
 }

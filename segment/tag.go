@@ -51,6 +51,7 @@ type Tag struct {
 	pos      int   // slot of the current segment (0 or 1), as Leaf shows it
 	step     int64 // size of the last segment loaded (adaptive)
 	minStep  int64 // the table's step: the floor of step
+	steps    int64 // step changes applied by an operator, to spot loads that read the old step
 	lastLoad int64 // unix nanos of the last successful load
 	high     int64 // highest range end accepted: later ranges must start here or above
 
@@ -260,6 +261,23 @@ func (t *Tag) switchLocked() {
 	t.switchedAt = now
 }
 
+// setStepLocked applies a step changed by an operator: the floor of the
+// adaptive step from now on, and the size of the next load at least.
+func (t *Tag) setStepLocked(step int64) {
+	t.minStep = step
+	t.step = max(t.step, step)
+	t.steps++
+}
+
+// tableStepLocked takes the step a load read from the table, unless an
+// operator changed it since the load was planned: the load may have read
+// the row before the change, and the change must not be undone.
+func (t *Tag) tableStepLocked(step, s0 int64) {
+	if t.steps == s0 {
+		t.minStep = step
+	}
+}
+
 // nextStepLocked is the size the next load would take.
 func (t *Tag) nextStepLocked(now int64) int64 {
 	return t.a.policy.next(t.step, t.minStep, time.Duration(now-t.lastLoad))
@@ -270,7 +288,7 @@ func (t *Tag) nextStepLocked(now int64) int64 {
 // entry and on return, but not during the database call, so the hot path's
 // prefetch never waits on the store.
 func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
-	h0 := t.high
+	h0, s0 := t.high, t.steps
 	d0 := t.a.drops.Load()
 	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, t.a.opts.LoadTimeout)
@@ -304,7 +322,7 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 		t.next = nil
 	}
 	t.high = max(t.high, r.End)
-	t.minStep = r.Step
+	t.tableStepLocked(r.Step, s0)
 	t.issued += n
 	t.lastIssued = max(t.lastIssued, r.End-1)
 	t.vanished.Store(false)
@@ -401,6 +419,7 @@ type plannedLoad struct {
 	first  bool
 	create int64 // the step to create the row with, for a lookup with auto-create
 	d0     int64 // DropCached calls when it was planned: a range across one is refused
+	s0     int64 // the tag's steps when it was planned
 }
 
 // runLoads is a loader worker's job: the loads of ts, as one store round
@@ -446,7 +465,7 @@ func (t *Tag) startRun() (p plannedLoad, ok bool) {
 
 // planLocked decides what l, the tag's load in flight, asks of the store.
 func (t *Tag) planLocked(l *load) plannedLoad {
-	p := plannedLoad{t: t, l: l, first: !t.init, h0: t.high, d0: t.a.drops.Load()}
+	p := plannedLoad{t: t, l: l, first: !t.init, h0: t.high, d0: t.a.drops.Load(), s0: t.steps}
 	if !p.first {
 		p.size = t.nextStepLocked(t.a.nowNanos())
 	}
@@ -509,8 +528,8 @@ func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
 		now := a.nowNanos()
 		t.next = newSegment(r.Start, r.End, a.opts.PrefetchAt, now)
 		t.high = r.End
-		t.minStep = r.Step
-		t.step = max(r.Size(), r.Step)
+		t.tableStepLocked(r.Step, p.s0)
+		t.step = max(r.Size(), t.minStep)
 		if p.first {
 			t.step = r.Size()
 			t.init = true
