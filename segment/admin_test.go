@@ -25,7 +25,7 @@ func TestFloor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newFakeStore(map[string]int64{"a": 100})
 			o := testOptions(newClock())
-			o.SegmentDuration = 1 // keep the step at 100
+			o.MaxStep = 100 // keep the step at the table's: a frozen clock doubles it up to MaxStep
 			a := newTestAllocator(t, store, o)
 			tag := mustLookup(t, a, "a")
 			var last int64

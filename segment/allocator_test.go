@@ -334,7 +334,7 @@ func TestNextN(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newFakeStore(map[string]int64{"a": 100})
 			o := testOptions(newClock())
-			o.SegmentDuration = time.Nanosecond // keep the step at the table's
+			o.MaxStep = 100 // keep the step at the table's: a frozen clock doubles it up to MaxStep
 			a := newTestAllocator(t, store, o)
 			tag := mustLookup(t, a, "a")
 			var last int64
@@ -778,7 +778,7 @@ func TestCloseGivesBackUnusedIDs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := newFakeStore(map[string]int64{"a": 10})
 			o := testOptions(newClock())
-			o.SegmentDuration = time.Nanosecond
+			o.MaxStep = 10 // keep the step at the table's
 			a := New(store, o)
 			if err := a.Start(context.Background()); err != nil {
 				t.Fatal(err)
