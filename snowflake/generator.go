@@ -201,10 +201,14 @@ func (g *Generator) TryNextN(n int64) (last int64, ok bool) {
 	return id, err == nil && wait == 0
 }
 
-// nowMs is the wall clock in Unix milliseconds.
-func (g *Generator) nowMs() int64 {
-	if g.now != nil {
+// nowMs is the wall clock in Unix milliseconds: the coarse clock's unless
+// fresh (or a clock is injected), then read now.
+func (g *Generator) nowMs(fresh bool) int64 {
+	switch {
+	case g.now != nil:
 		return g.now().UnixMilli()
+	case fresh:
+		return time.Now().UnixMilli()
 	}
 	return g.clock.now()
 }
@@ -218,17 +222,25 @@ func (g *Generator) next(n int64) (id int64, wait time.Duration, err error) {
 		}
 		return 0, 0, ErrNoWorker
 	}
+	// A wait or a refusal is decided on a fresh read of the clock: the
+	// coarse one may lag it by more than a unit when its reader waits to be
+	// scheduled, or lag the unit of an ID made on a fresh read. An injected
+	// clock is always read now.
+	fresh := g.now != nil
 	for {
 		// The state before the clock: an ID in a later unit than the
 		// clock's was then issued by a clock read earlier, so this one
 		// went back (read the other way round, a request delayed between
 		// the two would take others' progress for a clock going back).
 		old := g.state.Load()
-		nowMs := g.nowMs()
+		nowMs := g.nowMs(fresh)
 		tick := g.l.tickMs(nowMs)
 		last, seq := old>>g.l.SeqBits, old&g.mask
 		var t, first int64
 		switch {
+		case tick < last && !fresh, tick == last && seq+n > g.mask && !fresh:
+			fresh = true
+			continue
 		case tick < last:
 			behind := time.Duration(g.l.msOf(last)-nowMs) * time.Millisecond
 			if behind > g.maxBack {
