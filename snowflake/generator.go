@@ -58,6 +58,8 @@ type Generator struct {
 	l       Layout
 	shift   uint  // WorkerBits + SeqBits
 	mask    int64 // of the sequence
+	epochMs int64 // the layout's epoch in Unix ms
+	unitMs  bool  // the layout's unit is 1 ms: a time unit is ms - epochMs
 	maxBack time.Duration
 	now     func() time.Time // nil: clock
 	clock   coarseClock
@@ -85,8 +87,17 @@ func New(o Options) *Generator {
 	}
 	return &Generator{
 		l: o.Layout, shift: uint(o.Layout.WorkerBits + o.Layout.SeqBits), mask: o.Layout.Capacity() - 1,
-		maxBack: o.MaxClockBack, now: o.Now, sleep: o.Sleep,
+		epochMs: o.Layout.Epoch.UnixMilli(), unitMs: o.Layout.Unit == time.Millisecond, maxBack: o.MaxClockBack, now: o.Now, sleep: o.Sleep,
 	}
+}
+
+// tick is Layout.tickMs, without its divisions for a unit of 1 ms (the
+// default): it runs for every ID.
+func (g *Generator) tick(ms int64) int64 {
+	if g.unitMs {
+		return ms - g.epochMs
+	}
+	return g.l.tickMs(ms)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -234,7 +245,7 @@ func (g *Generator) next(n int64) (id int64, wait time.Duration, err error) {
 		// the two would take others' progress for a clock going back).
 		old := g.state.Load()
 		nowMs := g.nowMs(fresh)
-		tick := g.l.tickMs(nowMs)
+		tick := g.tick(nowMs)
 		last, seq := old>>g.l.SeqBits, old&g.mask
 		var t, first int64
 		switch {

@@ -438,3 +438,26 @@ func BenchmarkNextCPU(b *testing.B) {
 		}
 	}
 }
+
+// TestUnits: an ID's time is the start of the time unit the clock is in,
+// for the default unit of 1 ms and for longer ones.
+func TestUnits(t *testing.T) {
+	for _, unit := range []time.Duration{time.Millisecond, 10 * time.Millisecond, time.Second} {
+		t.Run(unit.String(), func(t *testing.T) {
+			l := snowflake.DefaultLayout()
+			l.Unit = unit
+			now := start.Add(1234567 * time.Microsecond)
+			g := snowflake.New(snowflake.Options{Layout: l, MaxClockBack: time.Millisecond, Now: newClock(now).Now})
+			g.Grant(3, 0, now.Add(time.Hour).UnixMilli())
+			id, err := g.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := l.Decode(id)
+			want := l.Epoch.Add(now.Sub(l.Epoch).Truncate(unit))
+			if !p.Time.Equal(want) || p.Worker != 3 {
+				t.Fatalf("ID %d = %+v, want time %s and worker 3", id, p, want)
+			}
+		})
+	}
+}
