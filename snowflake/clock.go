@@ -7,55 +7,65 @@ import (
 	"time"
 )
 
-// coarseIdle is how many ticks without an ID stop a coarse clock's reader.
-const coarseIdle = 1000
+const (
+	// coarseBusy is the IDs in one time unit that start a coarse clock's
+	// reader: at a lower rate reading the clock for each ID costs less
+	// than the reader's thousand wake-ups a second.
+	coarseBusy = 64
+	// busySeq is the sequence number that, reached within one time unit,
+	// shows at least coarseBusy IDs in it (the first is below seqSpread).
+	busySeq = seqSpread + coarseBusy - 1
+	// coarseIdle is how many ticks below the busy rate stop the reader.
+	coarseIdle = 100
+)
 
-// coarseClock is the wall clock in Unix milliseconds as a goroutine reads
-// it once a millisecond while IDs are being made, so that an ID costs a
-// load instead of a clock read (a vDSO call at best, a system call on some
-// virtual machines: more than the rest of the ID). It runs only while used:
-// after coarseIdle ticks without an ID it stops, and the next ID reads the
-// clock itself and starts it again.
+// coarseClock is the wall clock in Unix milliseconds. While IDs come at
+// the busy rate (coarseBusy in a time unit, markBusy) a goroutine reads
+// the clock once a millisecond, so that an ID costs a load instead of a
+// clock read (a vDSO call at best, a system call on some virtual machines:
+// more than the rest of the ID); after coarseIdle ticks below that rate it
+// stops, and each ID reads the clock again.
 //
-// Its value may lag the wall clock by a tick, or by however long the
-// reader waits to be scheduled on a busy machine: the IDs then carry an
-// earlier time, which is safe. It is never ahead of the clock, and a clock
-// set back reaches the generator as it would through time.Now, a
+// A reader's value may lag the wall clock by a tick, or by however long
+// the reader waits to be scheduled on a busy machine: the IDs then carry
+// an earlier time, which is safe. It is never ahead of the clock, and a
+// clock set back reaches the generator as it would through time.Now, a
 // millisecond later.
 type coarseClock struct {
 	ms   atomic.Int64 // 0 while no reader runs
-	used atomic.Bool  // an ID was made since the reader's last tick
+	busy atomic.Bool  // the busy rate was seen since the reader's last tick
 	mu   sync.Mutex   // starts and stops the reader
-	idle int          // ticks without an ID that stop the reader; 0: coarseIdle
+	idle int          // ticks below the busy rate that stop the reader; 0: coarseIdle
 }
 
-// now is the coarse wall clock in Unix milliseconds.
+// now is the wall clock in Unix milliseconds: the reader's while one
+// runs, else read now.
 func (c *coarseClock) now() int64 {
 	if ms := c.ms.Load(); ms != 0 {
-		if !c.used.Load() { // a store only once per tick
-			c.used.Store(true)
-		}
 		return ms
 	}
-	return c.start()
+	return time.Now().UnixMilli()
 }
 
-// start reads the clock and starts the reader, unless one runs.
-func (c *coarseClock) start() int64 {
+// markBusy says that IDs come at the busy rate: it starts the reader
+// unless one runs, and keeps it running.
+func (c *coarseClock) markBusy() {
+	if c.ms.Load() != 0 {
+		c.busy.Store(true)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ms := c.ms.Load(); ms != 0 {
-		return ms
+	if c.ms.Load() != 0 {
+		return
 	}
-	ms := time.Now().UnixMilli()
-	c.ms.Store(ms)
-	c.used.Store(true)
+	c.ms.Store(time.Now().UnixMilli())
+	c.busy.Store(true)
 	go c.run()
-	return ms
 }
 
-// run reads the clock every millisecond until it has not been used for
-// coarseIdle ticks.
+// run reads the clock every millisecond until the rate has stayed below
+// the busy one for coarseIdle ticks.
 func (c *coarseClock) run() {
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
@@ -63,7 +73,7 @@ func (c *coarseClock) run() {
 	idle := 0
 	for range t.C {
 		c.ms.Store(time.Now().UnixMilli())
-		if c.used.Swap(false) {
+		if c.busy.Swap(false) {
 			idle = 0
 		} else if idle++; idle == limit {
 			c.mu.Lock()

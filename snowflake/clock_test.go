@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// TestCoarseClock: the coarse clock is never ahead of the wall clock, its
-// reader stops once unused, and the next read starts it again.
+// TestCoarseClock: the coarse clock is never ahead of the wall clock; it
+// runs a reader only from markBusy until it has gone two ticks without.
 func TestCoarseClock(t *testing.T) {
 	c := &coarseClock{idle: 2}
 	before := time.Now().UnixMilli()
@@ -17,24 +17,62 @@ func TestCoarseClock(t *testing.T) {
 	if after := time.Now().UnixMilli(); first < before || first > after {
 		t.Fatalf("first read %d, want the clock's, in [%d, %d]", first, before, after)
 	}
-	if c.ms.Load() == 0 {
-		t.Fatal("no reader started by the first read")
+	if c.ms.Load() != 0 {
+		t.Fatal("a reader started without the busy rate")
 	}
-	for c.ms.Load() != 0 { // unused for two ticks, the reader stops
+	for range 2 {
+		c.markBusy()
+		if c.ms.Load() == 0 {
+			t.Fatal("markBusy started no reader")
+		}
+		for range 1000 {
+			ms := c.now()
+			if now := time.Now().UnixMilli(); ms > now || ms < first {
+				t.Fatalf("coarse clock %d outside [%d, %d]", ms, first, now)
+			}
+		}
+		for c.ms.Load() != 0 { // two ticks without markBusy stop the reader
+			runtime.Gosched()
+		}
+	}
+}
+
+// TestCoarseClockWhenBusy: the generator starts the reader once a time
+// unit holds coarseBusy IDs, not before, and not again at the same rate
+// once it stopped.
+func TestCoarseClockWhenBusy(t *testing.T) {
+	l := DefaultLayout()
+	l.Unit = time.Hour // the test crosses one unit boundary at most
+	g := New(Options{Layout: l, MaxClockBack: 5 * time.Millisecond})
+	g.clock.idle = 2
+	g.Grant(1, 0, time.Now().Add(3*time.Hour).UnixMilli())
+	for range coarseBusy - 1 {
+		if _, err := g.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g.clock.ms.Load() != 0 {
+		t.Fatalf("reader started after %d IDs", coarseBusy-1)
+	}
+	// Within twice busySeq+1 IDs one unit reaches busySeq.
+	for i := 0; g.clock.ms.Load() == 0; i++ {
+		if i == 2*(busySeq+1) {
+			t.Fatalf("no reader after %d IDs", coarseBusy-1+i)
+		}
+		if _, err := g.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g.clock.ms.Load() != 0 {
 		runtime.Gosched()
 	}
-	second := c.now()
-	if after := time.Now().UnixMilli(); second < first || second > after {
-		t.Fatalf("read after a stop %d, want in [%d, %d]", second, first, after)
-	}
-	if c.ms.Load() == 0 {
-		t.Fatal("the read after a stop started no reader")
-	}
-	for range 1000 {
-		ms := c.now()
-		if now := time.Now().UnixMilli(); ms > now {
-			t.Fatalf("coarse clock %d ahead of the clock %d", ms, now)
+	for range 10 { // above busySeq in the same unit: no new start
+		if _, err := g.Next(context.Background()); err != nil {
+			t.Fatal(err)
 		}
+	}
+	if g.clock.ms.Load() != 0 {
+		t.Fatal("reader started again below the busy rate")
 	}
 }
 

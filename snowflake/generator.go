@@ -39,8 +39,9 @@ type Options struct {
 	// MaxClockBack is how far the clock may be behind the last ID issued
 	// for a request to wait for it; beyond, ErrClockBack.
 	MaxClockBack time.Duration
-	// Now is the wall clock; nil is time.Now, read once a millisecond by
-	// a goroutine while IDs are being made (coarseClock). Tests inject one.
+	// Now is the wall clock; nil is time.Now, read for each ID at low
+	// rates and once a millisecond by a goroutine at high ones
+	// (coarseClock). Tests inject one.
 	Now func() time.Time
 	// Sleep waits d or until ctx ends; nil waits on a timer. Tests inject
 	// one that moves their clock.
@@ -279,6 +280,9 @@ func (g *Generator) next(n int64) (id int64, wait time.Duration, err error) {
 				g.l.Epoch.UTC().Format(time.RFC3339), g.l.End().UTC().Format(time.RFC3339))
 		}
 		if g.state.CompareAndSwap(old, t<<g.l.SeqBits|(first+n-1)) {
+			if first <= busySeq && busySeq < first+n && g.now == nil {
+				g.clock.markBusy() // once a unit at most: one ID holds busySeq
+			}
 			return t<<g.shift | ls.worker | (first + n - 1), 0, nil
 		}
 	}
