@@ -12,14 +12,17 @@
 #     (server/); Take, the store's transaction per segment, on SQLite,
 #     MariaDB, PostgreSQL and a three-member etcd cluster (persist/*/).
 #  2. redis-benchmark INCR on one key against leaf (built with
-#     CGO_ENABLED=0, on a fresh SQLite file) and against a redis-server 7
-#     (--save '' --appendonly no), both on free loopback ports of this
-#     machine, with -c 50 at -P 1 and -P 16. Rounds rotate the order of the
-#     servers, so drift on a shared machine hits all of them; the table
-#     shows the medians of requests per second, of p99 latency and of the
-#     CPU time each server spent per million INCRs (user and system, read
-#     from /proc/PID/stat before and after each run), and the ratios
-#     leaf/redis.
+#     CGO_ENABLED=0, on a fresh SQLite file), on a segment tag and on a
+#     Snowflake tag of the same server, and against a redis-server 7
+#     (--save '' --appendonly no), on free loopback ports of this machine,
+#     with -c 50 at -P 1 and -P 16. Every key starts at 10^18, so all
+#     replies are 19 digits long, as Snowflake IDs are. Rounds rotate the
+#     order of the runs, so drift on a shared machine hits all of them;
+#     the table shows the medians of requests per second, of p99 latency
+#     and of the CPU time each server spent per million INCRs (user and
+#     system, read from /proc/PID/stat before and after each run), and
+#     the ratios leaf/redis; a line per depth compares Snowflake INCR
+#     with segment INCR.
 #
 # Everything it starts it stops by PID. Installs redis-server and
 # redis-tools from Debian's packages when missing (as root).
@@ -152,7 +155,9 @@ echo
 echo "== building leaf"
 CGO_ENABLED=0 go build -trimpath -o "$work/leaf" .
 
-declare -A port spid
+# Every key starts here: replies of one length (19 digits) everywhere.
+start=1000000000000000000
+declare -A port spid key
 servers=()
 for procs in ${LEAF_GOMAXPROCS:-default}; do
 	name=leaf-$procs
@@ -166,7 +171,15 @@ for procs in ${LEAF_GOMAXPROCS:-default}; do
 	wait_log "$work/$name/log" 'msg=serving addr=' 30 || { cat "$work/$name/log" >&2; exit 1; }
 	port[$name]=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name/log" | head -1)
 	[ -n "${port[$name]}" ] || { cat "$work/$name/log" >&2; exit 1; }
-	servers+=("$name")
+	key[$name]=bench
+	[ "$(redis-cli -h 127.0.0.1 -p "${port[$name]}" SET bench "$((start - 1))")" = OK ] || exit 1
+	# The same server's Snowflake tag: a run of its own in each round.
+	sf=snowflake-$procs
+	port[$sf]=${port[$name]}
+	spid[$sf]=${spid[$name]}
+	key[$sf]=sfbench
+	[ "$(redis-cli -h 127.0.0.1 -p "${port[$name]}" LEAF.CREATE sfbench MODE snowflake)" = OK ] || exit 1
+	servers+=("$name" "$sf")
 	echo "leaf (GOMAXPROCS=$procs) on 127.0.0.1:${port[$name]}"
 done
 
@@ -187,6 +200,8 @@ for attempt in 1 2 3 4 5; do
 	if [ -n "${port[redis]:-}" ]; then
 		pids+=("$rpid")
 		spid[redis]=$rpid
+		key[redis]=bench
+		redis-cli -h 127.0.0.1 -p "$p" SET bench "$((start - 1))" >/dev/null
 		break
 	fi
 	kill -TERM "$rpid" 2>/dev/null || true
@@ -204,12 +219,12 @@ cpu_ticks() {
 }
 hz=$(getconf CLK_TCK)
 
-# bench NAME P N: one redis-benchmark run of N INCRs against server NAME;
+# bench NAME P N: one redis-benchmark run of N INCRs of NAME's key;
 # appends "name p rps p99_ms cpu_s_per_million" to $work/results.
 bench() {
 	local name=$1 p=$2 n=$3 out before after
 	before=$(cpu_ticks "${spid[$name]}")
-	out=$(redis-benchmark -h 127.0.0.1 -p "${port[$name]}" -c "$CLIENTS" -n "$n" -P "$p" --csv INCR bench 2>&1) || {
+	out=$(redis-benchmark -h 127.0.0.1 -p "${port[$name]}" -c "$CLIENTS" -n "$n" -P "$p" --csv INCR "${key[$name]}" 2>&1) || {
 		echo "redis-benchmark against $name failed: $out" >&2
 		return 1
 	}
@@ -262,26 +277,38 @@ echo
 echo "== redis-benchmark INCR on one key, -c $CLIENTS: medians of $ROUNDS rounds"
 echo "   $(nproc) cores (${cpu:-unknown CPU}), redis-benchmark on the same machine, redis-server $redis_version"
 echo
-echo "| -P | leaf GOMAXPROCS | leaf rps | redis rps | rps leaf/redis | leaf p99 ms | redis p99 ms | p99 leaf/redis | leaf CPU s/M | redis CPU s/M | CPU leaf/redis |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| -P | leaf GOMAXPROCS | leaf tag | leaf rps | redis rps | rps leaf/redis | leaf p99 ms | redis p99 ms | p99 leaf/redis | leaf CPU s/M | redis CPU s/M | CPU leaf/redis |"
+echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for p in $PIPELINES; do
 	rr=$(median redis "$p" 3)
 	r99=$(median redis "$p" 4)
 	rc=$(median redis "$p" 5)
 	for s in "${servers[@]}"; do
 		[ "$s" = redis ] && continue
-		procs=${s#leaf-}
+		procs=${s#*-} mode=segment
+		[ "${s%%-*}" = snowflake ] && mode=Snowflake
 		[ "$procs" = default ] && procs="$(nproc) (default)"
-		awk -v p="$p" -v procs="$procs" -v lr="$(median "$s" "$p" 3)" -v rr="$rr" -v l99="$(median "$s" "$p" 4)" -v r99="$r99" \
+		awk -v p="$p" -v procs="$procs" -v mode="$mode" -v lr="$(median "$s" "$p" 3)" -v rr="$rr" -v l99="$(median "$s" "$p" 4)" -v r99="$r99" \
 			-v lc="$(median "$s" "$p" 5)" -v rc="$rc" 'BEGIN {
-			printf "| %s | %s | %.0f | %.0f | %.2fx | %.3f | %.3f | %.2fx | %.2f | %.2f | %.2fx |\n", p, procs, lr, rr, lr / rr,
+			printf "| %s | %s | %s | %.0f | %.0f | %.2fx | %.3f | %.3f | %.2fx | %.2f | %.2f | %.2fx |\n", p, procs, mode, lr, rr, lr / rr,
 				l99, r99, (r99 > 0 ? l99 / r99 : 0), lc, rc, (rc > 0 ? lc / rc : 0)
 		}'
 	done
 done
 echo
+for p in $PIPELINES; do
+	for s in "${servers[@]}"; do
+		[ "${s%%-*}" = snowflake ] || continue
+		g=leaf-${s#*-}
+		awk -v p="$p" -v procs="${s#*-}" -v fr="$(median "$s" "$p" 3)" -v gr="$(median "$g" "$p" 3)" \
+			-v fc="$(median "$s" "$p" 5)" -v gc="$(median "$g" "$p" 5)" 'BEGIN {
+			if (gr > 0 && gc > 0) printf "Snowflake INCR (-P %s, GOMAXPROCS %s): %.2fx the rate of segment INCR, %.2fx its CPU per request\n",
+				p, procs, fr / gr, fc / gc }'
+	done
+done
+echo
 for s in "${servers[@]}"; do
-	[ "$s" = redis ] && continue
+	[ "${s%%-*}" = leaf ] || continue
 	w=$(redis-cli -h 127.0.0.1 -p "${port[$s]}" INFO leaf | tr -d '\r' | sed -n 's/^waits://p')
 	echo "$s: requests that waited on the store, warm-up included: ${w:-?}"
 done
