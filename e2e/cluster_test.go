@@ -92,11 +92,29 @@ func TestFloorsEverywhere(t *testing.T) {
 
 		// Server 2 stops: live, and silent.
 		stopped := procs[2]
-		if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
 		t.Cleanup(func() { _ = stopped.cmd.Process.Signal(syscall.SIGCONT) })
-		err := clients[0].Do(ctx, "LEAF.FLOOR", "migrate", "3000000").Err()
+		var err error
+		for attempt := 1; ; attempt++ {
+			if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			err = clients[0].Do(ctx, "LEAF.FLOOR", "migrate", "3000000").Err()
+			// A stop inside one of its heartbeat's writes leaves the
+			// SQLite file's write lock held until it runs again, and no
+			// other server can write: run it on until another server's
+			// write passes (its write ended), and stop it again.
+			if !strings.HasSuffix(t.Name(), "/SQLite") || attempt == 5 || err == nil ||
+				!strings.Contains(err.Error(), "database unavailable") {
+				break
+			}
+			t.Logf("stopped inside a write (%v): again", err)
+			if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			if err := clients[0].Do(ctx, "LEAF.CREATE", fmt.Sprintf("probe%d", attempt)).Err(); err != nil {
+				t.Fatalf("a write after the stopped server ran on: %v", err)
+			}
+		}
 		if err == nil || !strings.Contains(err.Error(), "servers did not confirm the change within 15s") ||
 			!strings.Contains(err.Error(), "("+stopped.Addr+")") || strings.Contains(err.Error(), procs[1].Addr) {
 			t.Fatalf("LEAF.FLOOR with server 2 stopped: %v; want an error naming %s alone", err, stopped.Addr)
