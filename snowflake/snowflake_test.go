@@ -367,8 +367,9 @@ func TestGrantStartsAfterPrev(t *testing.T) {
 }
 
 // TestConcurrent: goroutines taking IDs and batches at once on the real
-// clock (read once a millisecond) get no ID twice, each its own
-// increasing, and no ID carries a time after the clock's.
+// clock (read for each ID, or by the reader once the rate is high) get no
+// ID twice, each its own increasing, and no ID carries a time after the
+// clock's.
 func TestConcurrent(t *testing.T) {
 	g := snowflake.New(snowflake.Options{Layout: snowflake.DefaultLayout(), MaxClockBack: 5 * time.Millisecond})
 	g.Grant(1, 0, time.Now().Add(time.Hour).UnixMilli())
