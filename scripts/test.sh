@@ -56,13 +56,25 @@ go test -race -count=1 -timeout 40m ./...
 
 # Every fuzz target for a short fixed time (FUZZTIME), beyond its checked-in
 # seed corpus (testdata/fuzz/), which the plain run above already replays.
+# Go 1.26's fuzzing coordinator can fail a run as its time ends with
+# "context deadline exceeded" and no failing input, a race of its own
+# (go.dev/issue/75804, fixed in Go 1.27) seen on busy machines: such a run
+# is run again, once. A failing input always fails at once.
 fuzztime=${FUZZTIME:-10s}
 grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do
 	pkg=./$(dirname "${file#./}")
 	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
-		echo "fuzz $pkg $target ($fuzztime)"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$work/fuzz.log" 2>&1 ||
-			{ cat "$work/fuzz.log" >&2; exit 1; }
+		for attempt in 1 2; do
+			echo "fuzz $pkg $target ($fuzztime)"
+			go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$work/fuzz.log" 2>&1 && break
+			if [ "$attempt" = 1 ] && grep -q '^    context deadline exceeded$' "$work/fuzz.log" &&
+				! grep -q '^Failing input written to' "$work/fuzz.log"; then
+				echo "fuzz $target: the coordinator's end-of-run race (go.dev/issue/75804), no failing input: once more"
+				continue
+			fi
+			cat "$work/fuzz.log" >&2
+			exit 1
+		done
 	done
 done
 
