@@ -86,20 +86,22 @@ func maxID(t *testing.T, db *sql.DB, tag string) int64 {
 	return n
 }
 
-// openStore opens the backend on dsn with a generous deadline; guard
+// openStore opens the backend on dsn with a deadline a starved machine
+// does not reach (a serializable Take of a hot row may lose to the others
+// for half a minute at a load average of 20); guard
 // false opens it on a database without leaf_guard (a Take is then one
 // UPDATE ... RETURNING).
 func openStore(t *testing.T, dsn string, guard bool) *postgres.Store {
 	t.Helper()
 	if !guard {
-		s, err := postgres.Open(t.Context(), dsn, persist.Options{CreateSchema: true, QueryTimeout: 30 * time.Second})
+		s, err := postgres.Open(t.Context(), dsn, persist.Options{CreateSchema: true, QueryTimeout: 2 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
 		postgrestest.Exec(t, dsn, `DROP TABLE leaf_guard`)
 	}
-	s, err := postgres.Open(t.Context(), dsn, persist.Options{CreateSchema: guard, QueryTimeout: 30 * time.Second})
+	s, err := postgres.Open(t.Context(), dsn, persist.Options{CreateSchema: guard, QueryTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
