@@ -22,7 +22,8 @@
 #     and of the CPU time each server spent per million INCRs (user and
 #     system, read from /proc/PID/stat before and after each run), and
 #     the ratios leaf/redis; a line per depth compares Snowflake INCR
-#     with segment INCR.
+#     with segment INCR, and one per leaf tag and depth gives the median
+#     of the rate ratios leaf/redis within each round.
 #
 # Everything it starts it stops by PID. Installs redis-server and
 # redis-tools from Debian's packages when missing (as root).
@@ -220,7 +221,9 @@ cpu_ticks() {
 hz=$(getconf CLK_TCK)
 
 # bench NAME P N: one redis-benchmark run of N INCRs of NAME's key;
-# appends "name p rps p99_ms cpu_s_per_million" to $work/results.
+# appends "name p rps p99_ms cpu_s_per_million round" to $work/results
+# (round: $round, the round the run belongs to).
+round=0
 bench() {
 	local name=$1 p=$2 n=$3 out before after
 	before=$(cpu_ticks "${spid[$name]}")
@@ -235,7 +238,7 @@ bench() {
 	fi
 	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
 	awk -F'"' -v name="$name" -v p="$p" -v cpu="$(((after - before)))" -v hz="$hz" -v n="$n" \
-		'$2 ~ /^INCR/ { printf "%s %s %s %s %.3f\n", name, p, $4, $14, cpu / hz / n * 1e6 }' <<<"$out" >>"$work/results"
+		-v round="$round" '$2 ~ /^INCR/ { printf "%s %s %s %s %.3f %d\n", name, p, $4, $14, cpu / hz / n * 1e6, round }' <<<"$out" >>"$work/results"
 	tail -1 "$work/results"
 }
 
@@ -260,6 +263,7 @@ echo
 echo "== $ROUNDS rounds, -c $CLIENTS, INCR on one key (server, -P, rps, p99 ms, CPU s per million)"
 k=${#servers[@]}
 for ((r = 0; r < ROUNDS; r++)); do
+	round=$r
 	for p in $PIPELINES; do
 		for ((j = 0; j < k; j++)); do
 			bench "${servers[(r + j) % k]}" "$p" "${requests[$p]}"
@@ -304,6 +308,22 @@ for p in $PIPELINES; do
 			-v fc="$(median "$s" "$p" 5)" -v gc="$(median "$g" "$p" 5)" 'BEGIN {
 			if (gr > 0 && gc > 0) printf "Snowflake INCR (-P %s, GOMAXPROCS %s): %.2fx the rate of segment INCR, %.2fx its CPU per request\n",
 				p, procs, fr / gr, fc / gc }'
+	done
+done
+# The machine's speed drifts between runs (on a shared 2-core VM in two
+# modes a quarter apart, for redis-server as for leaf), and the medians
+# above are taken over each server's runs separately; the ratio of the
+# rates within each round (the runs side by side in time) is steadier.
+echo
+for p in $PIPELINES; do
+	for s in "${servers[@]}"; do
+		[ "$s" = redis ] && continue
+		awk -v s="$s" -v p="$p" '$2 == p && $1 == s { l[$6] = $3 } $2 == p && $1 == "redis" { r[$6] = $3 }
+			END { n = 0; for (k in l) if (k in r && r[k] > 0) v[++n] = l[k] / r[k]
+				if (n == 0) exit
+				for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+				med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+				printf "%s/redis rps within a round (-P %s): median %.2fx of %d rounds (min %.2fx, max %.2fx)\n", s, p, med, n, v[1], v[n] }' "$work/results"
 	done
 done
 echo
