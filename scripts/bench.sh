@@ -271,10 +271,14 @@ for ((r = 0; r < ROUNDS; r++)); do
 	done
 done
 
+# median_of: the median of the numbers on standard input, one a line.
+median_of() {
+	sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # median NAME P FIELD: the median of a column (3: rps, 4: p99, 5: CPU).
 median() {
-	awk -v name="$1" -v p="$2" -v f="$3" '$1 == name && $2 == p { print $f }' "$work/results" | sort -g |
-		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	awk -v name="$1" -v p="$2" -v f="$3" '$1 == name && $2 == p { print $f }' "$work/results" | median_of
 }
 
 echo
@@ -318,12 +322,11 @@ echo
 for p in $PIPELINES; do
 	for s in "${servers[@]}"; do
 		[ "$s" = redis ] && continue
-		awk -v s="$s" -v p="$p" '$2 == p && $1 == s { l[$6] = $3 } $2 == p && $1 == "redis" { r[$6] = $3 }
-			END { n = 0; for (k in l) if (k in r && r[k] > 0) v[++n] = l[k] / r[k]
-				if (n == 0) exit
-				for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-				med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-				printf "%s/redis rps within a round (-P %s): median %.2fx of %d rounds (min %.2fx, max %.2fx)\n", s, p, med, n, v[1], v[n] }' "$work/results"
+		ratios=$(awk -v s="$s" -v p="$p" '$2 == p && $1 == s { l[$6] = $3 } $2 == p && $1 == "redis" { r[$6] = $3 }
+			END { for (k in l) if (k in r && r[k] > 0) printf "%.4f\n", l[k] / r[k] }' "$work/results" | sort -g)
+		[ -n "$ratios" ] || continue
+		printf "%s/redis rps within a round (-P %s): median %.2fx of %d rounds (min %.2fx, max %.2fx)\n" "$s" "$p" \
+			"$(median_of <<<"$ratios")" "$(wc -l <<<"$ratios")" "$(head -1 <<<"$ratios")" "$(tail -1 <<<"$ratios")"
 	done
 done
 echo
