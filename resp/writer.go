@@ -68,6 +68,16 @@ func (w *Writer) WriteNull() {
 	w.out = redcon.AppendNull(w.out)
 }
 
+// WriteNullArray writes the nil array (an aborted EXEC, a timed-out
+// blocking pop): _ in RESP3, *-1 in RESP2, as Redis does.
+func (w *Writer) WriteNullArray() {
+	if w.proto == 3 {
+		w.out = append(w.out, "_\r\n"...)
+		return
+	}
+	w.out = append(w.out, "*-1\r\n"...)
+}
+
 // WriteMap writes the header of a map of n pairs, whose keys and values
 // follow: %n in RESP3, a flat array of 2n elements in RESP2.
 func (w *Writer) WriteMap(n int) {
