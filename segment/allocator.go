@@ -299,14 +299,25 @@ func (a *Allocator) NextN(ctx context.Context, tag string, n int64) (int64, erro
 // ValidTag reports whether name can be a tag: 1..MaxTagLen bytes of UTF-8
 // without control characters, not ending in a space. The error wraps
 // ErrBadTag.
-func ValidTag(name []byte) error { return validTag(string(name)) }
+func ValidTag(name []byte) error { return validName(string(name), MaxTagLen) }
 
+// validTag is ValidTag for a stored name, which may also be the name of a
+// tag of another database (DBName).
 func validTag(name string) error {
+	if _, rest, ok := cutDB(name); ok {
+		return validName(rest, MaxTagLen-(len(name)-len(rest)))
+	}
+	return validName(name, MaxTagLen)
+}
+
+// validName checks a tag's name as its user gave it; limit is the longest
+// it may be, in bytes.
+func validName(name string, limit int) error {
 	if len(name) == 0 {
 		return fmt.Errorf("%w: empty", ErrBadTag)
 	}
-	if len(name) > MaxTagLen {
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrBadTag, len(name), MaxTagLen)
+	if len(name) > limit {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrBadTag, len(name), limit)
 	}
 	if name[len(name)-1] == ' ' {
 		// MySQL compares "a" and "a " as equal: two tags would share a row.
