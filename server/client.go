@@ -40,6 +40,16 @@ type client struct {
 	tagLen int
 	tag    *segment.Tag
 
+	// db is the database SELECT chose: 0 names tags as they are, another
+	// stores them under a prefix (segment.AppendDBName) built in keyBuf.
+	db     int
+	keyBuf [segment.MaxTagLen + 16]byte
+	// tx is the transaction MULTI opened, nil outside one, and watched the
+	// tags WATCH watches (cmd_tx.go): a connection that uses neither pays
+	// one nil check per command.
+	tx      *txState
+	watched []watchedTag
+
 	// Counted here rather than on the server so the hot path writes only
 	// its own cache line; INFO sums them.
 	commands atomic.Int64
@@ -54,6 +64,7 @@ type client struct {
 		name, libName, libVer string
 		resp                  int
 		admin                 bool
+		db                    int // SELECT's, for CLIENT LIST
 	}
 }
 
@@ -85,9 +96,18 @@ func (c *client) Preview(conn *resp.Conn, args [][]byte) {
 	}
 	if n := c.lowerName(args[0]); n >= 0 {
 		if name := string(c.name[:n]); name == "incr" || name == "incrby" {
-			c.s.alloc.Prepare(args[1])
+			c.s.alloc.Prepare(c.key(args[1]))
 		}
 	}
+}
+
+// key is the stored name of the tag name in the connection's database:
+// name itself in database 0; else in keyBuf, valid until the next call.
+func (c *client) key(name []byte) []byte {
+	if c.db == 0 {
+		return name
+	}
+	return segment.AppendDBName(c.keyBuf[:0], c.db, name)
 }
 
 // Closed unregisters the connection (resp.Session).
@@ -130,7 +150,7 @@ func (c *client) setUser(conn *resp.Conn, admin bool) {
 // format (the fields leaf has).
 func (c *client) info(now time.Time) string {
 	c.meta.Lock()
-	name, libName, libVer, proto := c.meta.name, c.meta.libName, c.meta.libVer, c.meta.resp
+	name, libName, libVer, proto, db := c.meta.name, c.meta.libName, c.meta.libVer, c.meta.resp, c.meta.db
 	user := "default"
 	if c.meta.admin {
 		user = adminUser
@@ -147,7 +167,9 @@ func (c *client) info(now time.Time) string {
 	b = append(b, name...)
 	b = append(b, " age="...)
 	b = strconv.AppendInt(b, int64(now.Sub(c.created)/time.Second), 10)
-	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 user="...)
+	b = append(b, " flags=N db="...)
+	b = strconv.AppendInt(b, int64(db), 10)
+	b = append(b, " sub=0 psub=0 ssub=0 multi=-1 user="...)
 	b = append(b, user...)
 	b = append(b, " redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(proto), 10)

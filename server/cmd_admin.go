@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/leaf-id/leaf/resp"
@@ -61,7 +62,15 @@ func registerAdmin(t table) {
 			name: "set", arity: -3, fn: cmdSet,
 			flags: adminFlags, acl: []string{"admin", "write", "string", "slow", "dangerous"},
 			firstKey: 1, keyFlags: []string{"RW", "update"},
-			summary: "SET tag n: LEAF.FLOOR for Redis users migrating counters (raises only)",
+			summary: "SET tag n: LEAF.FLOOR for Redis users migrating counters (raises only); SET tag n NX creates the tag with its first ID above n",
+			since:   "1.0.0", group: "string", complex: "O(1)",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "value", typ: "integer"}},
+		},
+		&command{
+			name: "setnx", arity: 3, fn: cmdSetNX,
+			flags: adminFlags, acl: []string{"admin", "write", "string", "fast", "dangerous"},
+			firstKey: 1, keyFlags: []string{"OW", "insert"},
+			summary: "SETNX tag n: creates the tag with its first ID above n; 0 when it exists",
 			since:   "1.0.0", group: "string", complex: "O(1)",
 			args: []argDoc{{name: "key", typ: "key"}, {name: "value", typ: "integer"}},
 		},
@@ -69,7 +78,7 @@ func registerAdmin(t table) {
 			name: "get", arity: 2, fn: cmdGet,
 			flags: []string{"readonly", "fast"}, acl: []string{"read", "string", "fast"},
 			firstKey: 1, keyFlags: []string{"RO", "access"},
-			summary: "Returns the last ID this server handed out for a tag, nil when none",
+			summary: "Returns the last ID this server handed out for a tag, or the floor set before any; nil when neither",
 			since:   "1.0.0", group: "string", complex: "O(1)",
 			args: []argDoc{{name: "key", typ: "key"}},
 		},
@@ -169,12 +178,12 @@ func cmdLeafCreate(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	var err error
 	switch {
 	case mode == "":
-		err = s.alloc.Create(s.ctx, string(args[1]), step, desc)
+		err = s.alloc.Create(s.ctx, string(c.key(args[1])), step, desc)
 	case step != 0:
 		s.writeError(c, conn, errModeStep)
 		return
 	default:
-		err = s.alloc.CreateMode(s.ctx, string(args[1]), mode, desc)
+		err = s.alloc.CreateMode(s.ctx, string(c.key(args[1])), mode, desc)
 	}
 	switch {
 	case err == nil:
@@ -195,7 +204,8 @@ func cmdLeafStep(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if !ok {
 		return
 	}
-	if err := s.alloc.SetStep(s.ctx, string(args[1]), step); err != nil {
+	key := c.key(args[1])
+	if err := s.alloc.SetStep(s.ctx, string(key), step); err != nil {
 		if errors.Is(err, segment.ErrUnknownTag) {
 			s.writeError(c, conn, fmt.Sprintf(errUnknownTag, args[1]))
 			return
@@ -203,7 +213,7 @@ func cmdLeafStep(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		s.allocError(c, conn, args[1], err)
 		return
 	}
-	if s.announce(c, conn, persist.ChangeStep, args[1], step, "step "+strconv.FormatInt(step, 10)) {
+	if s.announce(c, conn, persist.ChangeStep, key, step, "step "+strconv.FormatInt(step, 10)) {
 		conn.WriteString("OK")
 	}
 }
@@ -241,19 +251,46 @@ func cmdLeafFloor(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 }
 
 // cmdSet: SET tag n -> OK, LEAF.FLOOR for Redis users migrating counters:
-// it raises the floor and never lowers it. SET's options (EX, NX, GET, ...)
-// are refused: they mean nothing for an ID sequence.
+// it raises the floor and never lowers it. SET tag n NX -> OK when it
+// created the tag with its first ID above n, nil when the tag exists (the
+// idiom that starts a counter at n). The other options are refused with
+// the reason: expiries, GET and XX mean nothing for an ID sequence.
 func cmdSet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if !s.adminOK(c, conn, "set") {
 		return
 	}
-	if len(args) > 3 {
-		s.writeError(c, conn, errSetOptions)
+	nx := false
+	for _, opt := range args[3:] {
+		o := strings.ToUpper(string(opt))
+		switch o {
+		case "NX":
+			nx = true
+		case "EX", "PX", "EXAT", "PXAT", "KEEPTTL":
+			s.writeError(c, conn, fmt.Sprintf(errSetOption, o, "tags never expire (a tag dropped and created again would start at 1 and repeat its IDs)"))
+			return
+		case "GET":
+			s.writeError(c, conn, fmt.Sprintf(errSetOption, o, "SET tag n raises the tag's floor, and GET tag reads the last ID"))
+			return
+		case "XX":
+			s.writeError(c, conn, fmt.Sprintf(errSetOption, o, "SET tag n raises the floor of the tag, and creates it when missing; LEAF.FLOOR is the same"))
+			return
+		default:
+			s.writeError(c, conn, errSyntax)
+			return
+		}
+	}
+	n, ok := s.parseFloor(c, conn, args[2])
+	if !ok {
 		return
 	}
-	n, ok := parseInt(args[2])
-	if !ok {
-		s.writeError(c, conn, errSetNotInteger)
+	if nx {
+		if created, ok := s.createFloor(c, conn, args[1], n); ok {
+			if created {
+				conn.WriteString("OK")
+			} else {
+				conn.WriteNull()
+			}
+		}
 		return
 	}
 	if _, ok := s.floor(c, conn, args[1], n, errSetLower); ok {
@@ -261,42 +298,93 @@ func cmdSet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	}
 }
 
-// floor runs the allocator's Floor for LEAF.FLOOR and SET, or writes the
-// error; lowerText is the command's reply when n is below an ID this server
-// already handed out.
-func (s *Server) floor(c *client, conn *resp.Conn, tag []byte, n int64, lowerText string) (int64, bool) {
+// cmdSetNX: SETNX tag n -> 1 when it created the tag with its first ID
+// above n, 0 when the tag exists (SET tag n NX).
+func cmdSetNX(s *Server, c *client, conn *resp.Conn, args [][]byte) {
+	if !s.adminOK(c, conn, "setnx") {
+		return
+	}
+	n, ok := s.parseFloor(c, conn, args[2])
+	if !ok {
+		return
+	}
+	if created, ok := s.createFloor(c, conn, args[1], n); ok {
+		writeBool(conn, created)
+	}
+}
+
+// parseFloor parses SET's value, a floor n >= 0, or writes the error.
+func (s *Server) parseFloor(c *client, conn *resp.Conn, b []byte) (int64, bool) {
+	n, ok := parseInt(b)
+	if !ok {
+		s.writeError(c, conn, errSetNotInteger)
+		return 0, false
+	}
 	if n < 0 {
 		s.writeError(c, conn, errFloorNegative)
 		return 0, false
 	}
-	floor, err := s.alloc.Floor(s.ctx, string(tag), n)
+	return n, true
+}
+
+// createFloor runs the allocator's CreateFloor for SET NX and SETNX, or
+// writes the error.
+func (s *Server) createFloor(c *client, conn *resp.Conn, name []byte, n int64) (created, ok bool) {
+	key := c.key(name)
+	created, err := s.alloc.CreateFloor(s.ctx, string(key), n)
+	switch {
+	case err == nil && !created:
+		return false, true
+	case err == nil:
+		// Servers that still hold a tag of the name (its row deleted)
+		// skip to the floor too.
+		return true, s.announce(c, conn, persist.ChangeFloor, key, n, "floor "+strconv.FormatInt(n, 10))
+	case errors.Is(err, segment.ErrOverflow) && s.ctx.Err() == nil:
+		s.writeError(c, conn, fmt.Sprintf(errFloorRange, n))
+	default:
+		s.allocError(c, conn, name, err)
+	}
+	return false, false
+}
+
+// floor runs the allocator's Floor for LEAF.FLOOR and SET, or writes the
+// error; lowerText is the command's reply when n is below an ID this server
+// already handed out.
+func (s *Server) floor(c *client, conn *resp.Conn, name []byte, n int64, lowerText string) (int64, bool) {
+	if n < 0 {
+		s.writeError(c, conn, errFloorNegative)
+		return 0, false
+	}
+	key := c.key(name)
+	floor, err := s.alloc.Floor(s.ctx, string(key), n)
 	switch {
 	case err == nil:
 		// The floor asked for, not the one in effect: other servers'
 		// cached segments lie below max_id, and only what is at or below
 		// n is forbidden.
-		return floor, s.announce(c, conn, persist.ChangeFloor, tag, n, "floor "+strconv.FormatInt(n, 10))
+		return floor, s.announce(c, conn, persist.ChangeFloor, key, n, "floor "+strconv.FormatInt(n, 10))
 	case errors.Is(err, segment.ErrWouldLower):
-		last, _ := s.alloc.LastIssued(string(tag))
-		s.writeError(c, conn, fmt.Sprintf(lowerText, tag, last, n))
+		last, _ := s.alloc.LastIssued(string(key))
+		s.writeError(c, conn, fmt.Sprintf(lowerText, name, last, n))
 	case errors.Is(err, segment.ErrOverflow) && s.ctx.Err() == nil:
 		s.writeError(c, conn, fmt.Sprintf(errFloorRange, n))
 	default:
-		s.allocError(c, conn, tag, err)
+		s.allocError(c, conn, name, err)
 	}
 	return 0, false
 }
 
 // cmdGet: GET tag -> the last ID this server handed out for the tag, as a
-// bulk string like Redis's GET of a counter; nil when it handed out none
-// (or does not know the tag). It never reads the database.
+// bulk string like Redis's GET of a counter; before it handed out any, the
+// floor set on the tag (SET tag n, then GET tag: n); nil when neither. It
+// never reads the database.
 func cmdGet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
-	last, ok := s.alloc.LastIssued(string(args[1]))
+	v, ok := s.value(string(c.key(args[1])))
 	if !ok {
 		conn.WriteNull()
 		return
 	}
-	conn.WriteBulkString(strconv.FormatInt(last, 10))
+	conn.WriteBulkString(strconv.FormatInt(v, 10))
 }
 
 // cmdDel: DEL tag ... -> always an error: a deleted row is re-created at

@@ -53,7 +53,7 @@ func registerConn(t table) {
 		&command{
 			name: "select", arity: 2, fn: cmdSelect,
 			flags: []string{"loading", "stale", "fast"}, acl: []string{"fast", "connection"},
-			summary: "Changes the selected database: leaf has only database 0", since: "1.0.0", group: "connection", complex: "O(1)",
+			summary: "Changes the selected database: each its own namespace of tags", since: "1.0.0", group: "connection", complex: "O(1)",
 			args: []argDoc{{name: "index", typ: "integer"}},
 		},
 		(&command{
@@ -236,18 +236,23 @@ func cmdEcho(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteBulk(args[1])
 }
 
-// cmdSelect: SELECT 0. leaf has one database; any other index is out of
-// range (Redis's text for an index beyond "databases").
+// cmdSelect: SELECT n, for n below Options.Databases: the connection's
+// tags are then those of database n, a namespace of its own
+// (segment.AppendDBName).
 func cmdSelect(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	n, ok := parseInt(args[1])
 	if !ok || n < -2147483648 || n > 2147483647 {
 		s.writeError(c, conn, errNotInteger)
 		return
 	}
-	if n != 0 {
+	if n < 0 || n >= int64(s.opts.Databases) {
 		s.writeError(c, conn, errDBIndex)
 		return
 	}
+	c.db = int(n)
+	c.meta.Lock()
+	c.meta.db = c.db
+	c.meta.Unlock()
 	conn.WriteString("OK")
 }
 

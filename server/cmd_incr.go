@@ -31,7 +31,7 @@ func registerIncr(t table) {
 
 // cmdIncr: INCR tag -> the tag's next ID.
 func cmdIncr(s *Server, c *client, conn *resp.Conn, args [][]byte) {
-	t, err := s.tag(c, args[1])
+	t, err := s.tag(c, c.key(args[1]))
 	if err != nil {
 		s.allocError(c, conn, args[1], err)
 		return
@@ -60,7 +60,7 @@ func cmdIncrBy(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		s.writeError(c, conn, fmt.Sprintf(errCountTooLarge, maxBatch))
 		return
 	}
-	t, err := s.tag(c, args[1])
+	t, err := s.tag(c, c.key(args[1]))
 	if err != nil {
 		s.allocError(c, conn, args[1], err)
 		return
@@ -73,8 +73,8 @@ func cmdIncrBy(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteInt64(last)
 }
 
-// tag returns the allocator's entry for name, from the connection's cache
-// when it is the tag of the previous command.
+// tag returns the allocator's entry for the stored name (client.key), from
+// the connection's cache when it is the tag of the previous command.
 func (s *Server) tag(c *client, name []byte) (*segment.Tag, error) {
 	if c.tag != nil && string(name) == string(c.tagBuf[:c.tagLen]) {
 		return c.tag, nil

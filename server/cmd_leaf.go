@@ -35,7 +35,7 @@ const leafInfoFields = 29
 // not away). It does not look the tag up in the database: a tag this
 // server has not seen is unknown.
 func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
-	in, err := s.alloc.Info(string(args[1]))
+	in, err := s.alloc.Info(string(c.key(args[1])))
 	if err != nil {
 		if errors.Is(err, segment.ErrUnknownTag) {
 			s.writeError(c, conn, fmt.Sprintf(errUnknownTag, args[1]))

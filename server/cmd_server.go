@@ -428,7 +428,7 @@ func (s *Server) configParams() [][2]string {
 	return [][2]string{
 		{"appendonly", "no"},
 		{"bind", host},
-		{"databases", "1"},
+		{"databases", strconv.Itoa(s.opts.Databases)},
 		{"maxclients", strconv.Itoa(s.rs.MaxClients())},
 		{"port", port},
 		{"save", ""},

@@ -24,7 +24,10 @@ type command struct {
 	noAuth bool   // runs before authentication (AUTH, HELLO, QUIT)
 	fn     handler
 	subs   map[string]*command // subcommands (CLIENT, COMMAND, CONFIG)
-	stat   int                 // index of its counters (stats.go), set by New
+	// txRuns: the command runs at once inside MULTI instead of being
+	// queued (EXEC, DISCARD, MULTI, WATCH, QUIT, as in Redis).
+	txRuns bool
+	stat   int // index of its counters (stats.go), set by New
 
 	// Whether it runs where it must not block (see nonblocking.go; set by
 	// buildCommands): a neverBlocks command always does; try, when set,
@@ -85,6 +88,9 @@ func buildCommands() (table, []*command) {
 	registerAdmin(t)
 	registerTags(t)
 	registerCluster(t)
+	registerTx(t)
+	registerKeys(t)
+	registerScript(t)
 	markNonBlocking(t)
 	sorted := make([]*command, 0, len(t))
 	for _, c := range t {
@@ -135,6 +141,7 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 	}
 	if cmd == nil {
 		c.count(nil)
+		c.flagTx()
 		s.writeError(c, conn, unknownCommandText(args))
 		return true
 	}
@@ -145,6 +152,7 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 		}
 		if sub == nil {
 			c.count(cmd)
+			c.flagTx()
 			s.writeError(c, conn, unknownSubText(args))
 			return true
 		}
@@ -153,11 +161,19 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 	switch {
 	case !cmd.arityOK(len(args)):
 		c.count(cmd)
-		s.writeError(c, conn, fmt.Sprintf(errWrongArgs, cmd.name))
+		if !s.execAborted(c, conn, cmd) {
+			c.flagTx()
+			s.writeError(c, conn, fmt.Sprintf(errWrongArgs, cmd.name))
+		}
 		return true
 	case !c.authed && !cmd.noAuth:
 		c.count(cmd)
+		c.flagTx()
 		s.writeError(c, conn, errNoAuth)
+		return true
+	case c.tx != nil && !cmd.txRuns:
+		// Queued, not counted: it counts when EXEC runs it, as in Redis.
+		s.queue(c, conn, cmd, args)
 		return true
 	case !mayBlock && !cmd.neverBlocks:
 		if cmd.try == nil || !cmd.try(s, c, conn, args) {

@@ -26,9 +26,38 @@ const (
 	errUnknownSub     = "ERR unknown subcommand '%s'. Try %s HELP."
 	errSyntax         = "ERR syntax error"
 	errDBIndex        = "ERR DB index is out of range"
+	errInvalidCursor  = "ERR invalid cursor"
+	errExpireOption   = "ERR Unsupported option %s"
+	errExpireNX       = "ERR NX and XX, GT or LT options at the same time are not compatible"
+	errExpireGTLT     = "ERR GT and LT options at the same time are not compatible"
+	errExpireTime     = "ERR invalid expire time in '%s' command"
 	errClientName     = "ERR Client names cannot contain spaces, newlines or special characters."
 	errSetInfoOption  = "ERR Unrecognized option '%s'"
 	errSetInfoValue   = "ERR %s cannot contain spaces, newlines or special characters."
+
+	// Redis: transactions (cmd_tx.go).
+	errMultiNested      = "ERR MULTI calls can not be nested"
+	errExecNoMulti      = "ERR EXEC without MULTI"
+	errDiscardNoMulti   = "ERR DISCARD without MULTI"
+	errWatchInMulti     = "ERR WATCH inside MULTI is not allowed"
+	errExecAbort        = "EXECABORT Transaction discarded because of previous errors."
+	errExecAbortBecause = "EXECABORT Transaction discarded because of: %s"
+
+	// Redis 7.0: scripting (cmd_script.go). A script's uncaught error is
+	// followed by the script's SHA1 and the line.
+	errNoScript          = "NOSCRIPT No matching script. Please use EVAL."
+	errNotBusy           = "NOTBUSY No scripts in execution right now."
+	errScriptFlushOption = "ERR SCRIPT FLUSH only support SYNC|ASYNC option"
+	errNumKeysNegative   = "ERR Number of keys can't be negative"
+	errNumKeysTooMany    = "ERR Number of keys can't be greater than number of args"
+	errScriptCompile     = "ERR Error compiling script (new function): %s"
+	errScriptCall        = "%s script: %s, on @user_script:%s."
+	errScriptRun         = "ERR %s script: %s, on @user_script:%s."
+	errScriptNoArgs      = "ERR Please specify at least one argument for this redis lib call"
+	errScriptArgType     = "ERR Lua redis lib command arguments must be strings or integers"
+	errScriptUnknown     = "ERR Unknown Redis command called from script"
+	errScriptArity       = "ERR Wrong number of args calling Redis command from script"
+	errScriptNotAllowed  = "ERR This Redis command is not allowed from script"
 
 	// Redis: authentication and protocol negotiation.
 	errNoAuth     = "NOAUTH Authentication required."
@@ -73,6 +102,18 @@ const (
 	errModeStep    = "ERR STEP applies to segment tags only, not to MODE snowflake"
 	errModeUnknown = "ERR unknown MODE '%s': segment or snowflake"
 
+	// leaf: what a transaction may make the server hold (cmd_tx.go).
+	errTxTooLarge   = "ERR transaction too large: at most %d queued commands and %d MiB; the transaction is discarded at EXEC"
+	errWatchTooMany = "ERR too many watched tags: at most %d"
+
+	// leaf: the commands refused for what they would do to IDs
+	// (cmd_keys.go): the name, then why.
+	errRefused = "ERR %s is refused: %s"
+
+	// leaf: a script stopped at Options.ScriptTimeLimit (Redis lets it
+	// run and answers BUSY to everyone else).
+	errScriptTimeout = "ERR script stopped after %s (server.script_time_limit): script: %s; the IDs it took are skipped"
+
 	// leaf: CONFIG SET.
 	errConfigSet = "ERR CONFIG SET is not supported: leaf reads its settings from leaf.yaml at start"
 
@@ -92,9 +133,8 @@ const (
 	errSetLower      = "ERR SET cannot lower tag '%s': this server already handed out %d, above %d; " +
 		"SET tag n is LEAF.FLOOR tag n, which only raises"
 	errSetNotInteger = "ERR value is not an integer or out of range: SET tag n raises the tag's floor to the integer n (LEAF.FLOOR)"
-	errSetOptions    = "ERR only SET tag n is supported: it raises the tag's floor (LEAF.FLOOR); " +
-		"options such as EX, PX, NX, XX, KEEPTTL and GET do not apply to IDs"
-	errDel = "ERR DEL is refused: deleting a tag risks repeated IDs (a re-created row starts again at 1). " +
+	errSetOption     = "ERR SET with %s is refused: %s"
+	errDel           = "ERR DEL is refused: deleting a tag risks repeated IDs (a re-created row starts again at 1). " +
 		"Leave the row (an unused tag costs one row); to skip IDs use LEAF.FLOOR tag n"
 )
 

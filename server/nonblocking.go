@@ -20,6 +20,7 @@ import (
 // lock held for long.
 var neverBlock = []string{
 	"ping", "echo", "select", "quit", "auth", "hello",
+	"multi", "discard", "unwatch", "persist", "expire", "pexpire", "expireat", "pexpireat", "time",
 	"client|id", "client|getname", "client|setname", "client|setinfo", "client|info", "client|help",
 	"config|get", "config|help", "command|count", "command|help",
 }
@@ -61,7 +62,7 @@ func cutPipe(name string) (top, sub string, ok bool) {
 // tryIncr is INCR when the tag is known and the ID is in its current
 // segment.
 func tryIncr(s *Server, c *client, conn *resp.Conn, args [][]byte) bool {
-	t := s.knownTag(c, args[1])
+	t := s.knownTag(c, c.key(args[1]))
 	if t == nil {
 		return false
 	}
@@ -80,7 +81,7 @@ func tryIncrBy(s *Server, c *client, conn *resp.Conn, args [][]byte) bool {
 	if !ok || n <= 0 || n > s.alloc.MaxBatch() {
 		return false
 	}
-	t := s.knownTag(c, args[1])
+	t := s.knownTag(c, c.key(args[1]))
 	if t == nil {
 		return false
 	}

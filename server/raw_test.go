@@ -170,7 +170,7 @@ func TestRawInline(t *testing.T) {
 func TestRawPipelineMixed(t *testing.T) {
 	in := start(t)
 	rc := rawresp.Dial(t, in.Addr)
-	rc.Send(rawresp.Cmd("INCR", "m") + rawresp.Cmd("INCRBY", "m", "0") + rawresp.Cmd("NOPE") + rawresp.Cmd("INCR", "m") + rawresp.Cmd("SELECT", "2") + rawresp.Cmd("INCR", "m"))
+	rc.Send(rawresp.Cmd("INCR", "m") + rawresp.Cmd("INCRBY", "m", "0") + rawresp.Cmd("NOPE") + rawresp.Cmd("INCR", "m") + rawresp.Cmd("SELECT", "16") + rawresp.Cmd("INCR", "m"))
 	rc.Expect(":1\r\n" +
 		"-ERR increment must be positive: INCRBY tag n reserves n IDs (n >= 1)\r\n" +
 		"-ERR unknown command 'NOPE', with args beginning with: \r\n" +

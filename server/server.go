@@ -66,6 +66,13 @@ type Options struct {
 	// TLS, when not nil, makes Serve speak TLS (see LoadTLS); each TLS
 	// connection has a goroutine of its own.
 	TLS *tls.Config
+	// ScriptTimeLimit stops a Lua script (EVAL) that runs longer, with an
+	// error; 0 is DefaultScriptTimeLimit.
+	ScriptTimeLimit time.Duration
+	// Databases is the number of databases SELECT may choose, Redis's
+	// "databases": each its own namespace of tags. 0 is
+	// DefaultDatabases.
+	Databases int
 	// Cluster, when set, is this server's node in the cluster registry:
 	// LEAF.NODES and INFO cluster show it, and LEAF.FLOOR, SET and
 	// LEAF.STEP answer once every live server confirmed (cmd_cluster.go).
@@ -78,6 +85,7 @@ const (
 	DefaultMaxClients      = resp.DefaultMaxClients
 	DefaultMaxRequestBytes = resp.DefaultMaxRequestBytes
 	DefaultMaxPipeline     = resp.DefaultMaxPipeline
+	DefaultDatabases       = 16
 )
 
 // Server answers the Redis protocol in front of an allocator: it is the
@@ -117,6 +125,10 @@ type Server struct {
 	doneErrors   atomic.Int64
 	// Per-command counters for CommandStats (stats.go).
 	stats serverStats
+	// nameIdx is the sorted tag names of the listings (cmd_keys.go).
+	nameIdx atomic.Pointer[nameIndex]
+	// scripts are the scripts EVAL and SCRIPT LOAD compiled (cmd_script.go).
+	scripts scriptCache
 }
 
 // New returns a server in front of alloc. It does not listen: call Serve.
@@ -129,6 +141,12 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
+	}
+	if opts.ScriptTimeLimit <= 0 {
+		opts.ScriptTimeLimit = DefaultScriptTimeLimit
+	}
+	if opts.Databases <= 0 {
+		opts.Databases = DefaultDatabases
 	}
 	s := &Server{
 		alloc:   alloc,

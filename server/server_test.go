@@ -354,7 +354,7 @@ func TestErrors(t *testing.T) {
 		{"config set", []any{"CONFIG", "SET", "save", ""}, "ERR CONFIG SET is not supported: leaf reads its settings from leaf.yaml at start"},
 		{"config unknown sub", []any{"CONFIG", "REWRITE"}, "ERR unknown subcommand 'REWRITE'. Try CONFIG HELP."},
 		{"command unknown sub", []any{"COMMAND", "GETKEYS", "incr", "a"}, "ERR unknown subcommand 'GETKEYS'. Try COMMAND HELP."},
-		{"select other db", []any{"SELECT", "1"}, "ERR DB index is out of range"},
+		{"select beyond databases", []any{"SELECT", "16"}, "ERR DB index is out of range"},
 		{"select negative", []any{"SELECT", "-1"}, "ERR DB index is out of range"},
 		{"select word", []any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
 		{"hello 4", []any{"HELLO", "4"}, "NOPROTO unsupported protocol version"},
