@@ -131,6 +131,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		IdleTimeout:     cfg.Server.IdleTimeout,
 		MaxPipeline:     cfg.Server.MaxPipeline,
 		EventLoops:      cfg.Server.EventLoops,
+		Databases:       cfg.Server.Databases,
+		ScriptTimeLimit: cfg.Server.ScriptTimeLimit,
 		TLS:             tlsConf,
 		Cluster:         node,
 	})

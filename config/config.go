@@ -51,6 +51,8 @@ type ServerConfig struct {
 	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
 	TLSKey          string        // server.tls_key: PEM key file for TLSCert
 	ProtectedMode   bool          // server.protected_mode: refuse a non-loopback addr without a password
+	Databases       int           // server.databases: databases SELECT may choose, each its own namespace of tags
+	ScriptTimeLimit time.Duration // server.script_time_limit: a Lua script running longer is stopped
 }
 
 // StoreConfig is the database behind the allocator (section store).
@@ -127,6 +129,8 @@ func Default() Config {
 			MaxRequestBytes: 64 << 10,
 			MaxPipeline:     1024,
 			ProtectedMode:   true,
+			Databases:       16,
+			ScriptTimeLimit: 5 * time.Second,
 		},
 		Store: StoreConfig{
 			Driver:          "sqlite",
@@ -198,6 +202,8 @@ func keys() []key {
 		{"server.tls_cert", "PEM certificate file; set with server.tls_key to serve TLS", func(c *Config) any { return &c.Server.TLSCert }},
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},
+		{"server.databases", "databases SELECT may choose (0 to n-1), each its own namespace of tags", func(c *Config) any { return &c.Server.Databases }},
+		{"server.script_time_limit", "a Lua script (EVAL) running longer is stopped with an error", func(c *Config) any { return &c.Server.ScriptTimeLimit }},
 
 		{"store.driver", "database: sqlite, mysql, postgres or etcd", func(c *Config) any { return &c.Store.Driver }},
 		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, postgres DSN postgres://user:pass@host:5432/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},

@@ -57,6 +57,12 @@ func (c Config) Validate() error {
 	notNegative("server.idle_timeout", s.IdleTimeout)
 	atLeast("server.max_pipeline", int64(s.MaxPipeline), 1)
 	atLeast("server.event_loops", int64(s.EventLoops), -1)
+	// A database's tags are stored under a prefix of up to 6 bytes
+	// ("\x1f9999\x1f"), taken from the 128 bytes of a name.
+	if s.Databases < 1 || s.Databases > 10000 {
+		bad("server.databases", "must be between 1 and 10000, got %d", s.Databases)
+	}
+	positive("server.script_time_limit", s.ScriptTimeLimit)
 	if s.ProtectedMode && s.Password == "" && checkAddr(s.Addr) == nil && !loopback(s.Addr) {
 		// Redis's protected mode: an ID service open to the network without
 		// a password lets anyone take IDs (and, with auto-create, make tags).

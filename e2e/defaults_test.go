@@ -50,6 +50,8 @@ func TestDefaultsAgree(t *testing.T) {
 		{"server.max_clients", def.Server.MaxClients, server.DefaultMaxClients},
 		{"server.max_request_bytes", def.Server.MaxRequestBytes, server.DefaultMaxRequestBytes},
 		{"server.max_pipeline", def.Server.MaxPipeline, server.DefaultMaxPipeline},
+		{"server.databases", def.Server.Databases, server.DefaultDatabases},
+		{"server.script_time_limit (ms)", int(def.Server.ScriptTimeLimit.Milliseconds()), int(server.DefaultScriptTimeLimit.Milliseconds())},
 	}
 	for _, l := range limits {
 		if l.got != l.want {
