@@ -5,7 +5,8 @@
 # etcd cluster, then the redis-cli / redis-benchmark smoke test against a
 # freshly built binary. Installs what it needs from Debian's packages when
 # run as root (redis-tools, redis-server, mariadb-server, postgresql,
-# etcd-server, chromium).
+# etcd-server, chromium, and the Redis clients of other languages: Debian's
+# and npm's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -50,6 +51,28 @@ if dsn=$(scripts/postgres.sh start "$work/postgres"); then
 	export "${dsn?}"
 else
 	echo "no PostgreSQL could be started: PostgreSQL tests will skip (and fail under CI=true)" >&2
+fi
+
+# The Redis clients of other languages that e2e/clients_test.go runs the
+# counter idioms through: redis-py, ruby-redis, phpredis and Perl Redis
+# from Debian's packages; ioredis and node-redis from npm, at the versions
+# e2e/testdata/clients/package.json pins, into the work directory.
+if ! { /usr/bin/python3 -c 'import redis' && ruby -e 'require "redis"' &&
+	php -r 'exit(class_exists("Redis") ? 0 : 1);' && perl -MRedis -e 1; } >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "installing the Redis clients of Python, Ruby, PHP and Perl from Debian's packages" >&2
+		apt_install python3-redis ruby-redis php-cli php-redis libredis-perl ||
+			echo "the clients could not be installed: their e2e test will skip (and fail under CI=true)" >&2
+	else
+		echo "install python3-redis ruby-redis php-cli php-redis libredis-perl for the clients' e2e test" >&2
+	fi
+fi
+if command -v npm >/dev/null 2>&1 && mkdir -p "$work/npm" &&
+	cp e2e/testdata/clients/package.json "$work/npm/" &&
+	(cd "$work/npm" && npm install --no-audit --no-fund --no-package-lock --silent >&2); then
+	export LEAF_TEST_NODE_MODULES="$work/npm/node_modules"
+else
+	echo "no npm, or npm install failed: the Node.js clients' e2e test will skip (and fail under CI=true)" >&2
 fi
 
 go test -race -count=1 -timeout 40m ./...
