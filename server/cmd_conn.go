@@ -34,7 +34,7 @@ func registerConn(t table) {
 			args: []argDoc{{name: "username", typ: "string", optional: true}, {name: "password", typ: "string"}},
 		},
 		&command{
-			name: "quit", arity: -1, noAuth: true, fn: cmdQuit,
+			name: "quit", arity: -1, noAuth: true, fn: cmdQuit, txRuns: true,
 			flags: []string{"noscript", "loading", "stale", "fast", "no_auth"}, acl: []string{"connection"},
 			summary: "Closes the connection", since: "1.0.0", group: "connection", complex: "O(1)",
 		},

@@ -138,6 +138,12 @@ func TestCompatTransactions(t *testing.T) {
 				{args: []any{"exec"}},
 				{args: []any{"get", "{k}"}},
 			}},
+			{"quit inside multi runs at once", []step{
+				{args: []any{"multi"}},
+				{args: []any{"incr", "{k}"}},
+				{args: []any{"quit"}},
+				{args: []any{"incr", "{k}"}},
+			}},
 			{"watch untouched", []step{
 				{args: []any{"watch", "{k}", "{k}b"}},
 				{args: []any{"multi"}},
