@@ -250,7 +250,7 @@ func (s *Server) value(key string) (int64, bool) {
 	if last, ok := s.alloc.LastIssued(key); ok {
 		return last, true
 	}
-	if in, err := s.alloc.Info(key); err == nil && !in.Init && in.GuardHigh > 1 {
+	if in, err := s.alloc.Info(key); err == nil && !in.Init && in.GuardHigh > 0 {
 		return in.GuardHigh - 1, true
 	}
 	return 0, false

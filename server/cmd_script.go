@@ -35,6 +35,17 @@ import (
 // lua-time-limit.
 const DefaultScriptTimeLimit = 5 * time.Second
 
+// luaOptions start an interpreter small, as most scripts are (its
+// default data stack alone is 80 KiB), and let it grow: 200 nested calls
+// as Lua's own C stack limit, a data stack of up to a million values.
+var luaOptions = lua.Options{
+	SkipOpenLibs:        true,
+	CallStackSize:       200,
+	MinimizeStackMemory: true,
+	RegistrySize:        256,
+	RegistryMaxSize:     1 << 20,
+}
+
 // Bounds of the script cache and of what one string.rep may build.
 const (
 	maxScripts   = 10_000
@@ -227,7 +238,7 @@ func (s *Server) runScript(c *client, conn *resp.Conn, sha string, p *lua.Functi
 	}
 	keys, argv := args[3:3+numKeys], args[3+numKeys:]
 
-	L := lua.NewState(lua.Options{SkipOpenLibs: true})
+	L := lua.NewState(luaOptions)
 	defer L.Close()
 	run := &scriptRun{s: s, c: c, sha: sha, scratch: resp.NewConn(c.addr, c.laddr)}
 	run.open(L)

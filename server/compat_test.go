@@ -239,6 +239,11 @@ func TestCompatKeys(t *testing.T) {
 				{args: []any{"incr", "{k}b"}},
 				{args: []any{"setnx", "{k}b"}},
 			}},
+			{"set zero then get", []step{
+				{args: []any{"set", "{k}", 0}},
+				{args: []any{"get", "{k}"}},
+				{args: []any{"incr", "{k}"}},
+			}},
 			{"set then get", []step{
 				{args: []any{"set", "{k}", 41}},
 				{args: []any{"get", "{k}"}},
@@ -457,7 +462,7 @@ func TestCompatSelect(t *testing.T) {
 			{args: []any{"set", "{k}b", 50, "nx"}},
 			{args: []any{"incr", "{k}b"}},
 			{args: []any{"dbsize"}},
-			{args: []any{"keys", "{k}*"}},
+			{args: []any{"keys", "{k}b"}},
 			{args: []any{"eval", "redis.call('select', 2) return redis.call('incr', KEYS[1])", 1, "{k}"}},
 			{args: []any{"incr", "{k}"}},
 			{args: []any{"select", 0}},

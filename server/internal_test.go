@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -205,6 +206,42 @@ func BenchmarkDispatchIncr(b *testing.B) {
 			do(s, c, conn, cmd)
 		}
 	})
+}
+
+// BenchmarkDispatchTx is MULTI; INCR; EXPIRE; EXEC on the server path
+// alone: one op per transaction.
+func BenchmarkDispatchTx(b *testing.B) {
+	a, _ := newAlloc(b, "", bigStepOptions(), nil)
+	s := New(a, Options{})
+	conn := newConn()
+	c := newClient(s, conn)
+	cmds := [][][]byte{args("MULTI"), args("INCR", "bench"), args("EXPIRE", "bench", "60"), args("EXEC")}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, cmd := range cmds {
+			do(s, c, conn, cmd)
+		}
+	}
+}
+
+// BenchmarkDispatchEval is the "INCR, and EXPIRE if it is 1" script by
+// EVALSHA on the server path alone: a fresh interpreter per run.
+func BenchmarkDispatchEval(b *testing.B) {
+	a, _ := newAlloc(b, "", bigStepOptions(), nil)
+	s := New(a, Options{})
+	conn := newConn()
+	c := newClient(s, conn)
+	script := "local n = redis.call('INCR', KEYS[1]) if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end return n"
+	do(s, c, conn, args("SCRIPT", "LOAD", script))
+	sha := conn.Bytes()
+	cmd := args("EVALSHA", string(sha[bytes.IndexByte(sha, '\n')+1:len(sha)-2]), "1", "bench", "60")
+	b.ReportAllocs()
+	for b.Loop() {
+		do(s, c, conn, cmd)
+	}
+	if bytes.Contains(conn.Bytes(), []byte("-")) {
+		b.Fatalf("EVALSHA: %q", conn.Bytes())
+	}
 }
 
 func TestParseInt(t *testing.T) {
