@@ -52,10 +52,12 @@ type watchedTag struct {
 }
 
 // tagState is what WATCH compares: the last ID this server handed out of
-// the tag and, before its first segment, the floor it knows.
+// the tag, and the end of the highest range it accepted, which a floor
+// raises (as does a segment loaded meanwhile: EXEC then aborts without
+// need, which WATCH allows, as Redis's own does on a FLUSHDB).
 type tagState struct {
 	last  int64
-	floor int64
+	guard int64
 }
 
 func registerTx(t table) {
@@ -212,14 +214,13 @@ func cmdUnwatch(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteString("OK")
 }
 
-// tagState is a tag's state as WATCH compares it. An ID handed out moves
-// last; a floor moves last when the tag has a segment (its position skips
-// ahead), its guard before. Loads alone change neither.
+// tagState is a tag's state as WATCH compares it: an ID handed out moves
+// last, a floor raised moves the guard.
 func (s *Server) tagState(key string) tagState {
 	var st tagState
 	st.last, _ = s.alloc.LastIssued(key)
-	if in, err := s.alloc.Info(key); err == nil && !in.Init {
-		st.floor = in.GuardHigh
+	if in, err := s.alloc.Info(key); err == nil {
+		st.guard = in.GuardHigh
 	}
 	return st
 }
