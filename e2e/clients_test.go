@@ -15,7 +15,9 @@ import (
 // The counter idioms through the Redis clients of other languages, as
 // their users write them (testdata/clients/): MULTI; INCR; EXPIRE; EXEC
 // twice, the "INCR, and EXPIRE if it is 1" script by each client's script
-// API, SET n NX then INCR, SCAN over 1,000 tags, and SELECT 1. Each runs
+// API, SET n NX then INCR, SCAN over 1,000 tags, SELECT 1, and (but
+// phpredis) a transaction that EXECABORT refuses, after which INCR shows
+// that it took no ID. Each runs
 // against leaf and against redis-server; the results are the same but
 // where leaf documents its answer: EXPIRE answers 0 and TTL -1, as tags
 // never expire.
@@ -27,6 +29,7 @@ type langClient struct {
 	probe  []string // succeeds when the library is installed
 	env    []string
 	needed string // what installs it
+	skips  string // a line of redisIdioms its script cannot print
 }
 
 func langClients() []langClient {
@@ -35,24 +38,26 @@ func langClients() []langClient {
 	script := func(name string) string { return filepath.Join(moduleRoot, "e2e", "testdata", "clients", name) }
 	return []langClient{
 		{"redis-py", []string{"/usr/bin/python3", script("client.py")}, []string{"/usr/bin/python3", "-c", "import redis"}, nil,
-			"the Debian package python3-redis"},
+			"the Debian package python3-redis", ""},
 		{"ioredis", []string{"node", script("client_ioredis.js")}, []string{"node", "-e", "require('ioredis')"}, nodeEnv,
-			"npm's ioredis in LEAF_TEST_NODE_MODULES (scripts/test.sh)"},
+			"npm's ioredis in LEAF_TEST_NODE_MODULES (scripts/test.sh)", ""},
 		{"node-redis", []string{"node", script("client_node_redis.js")}, []string{"node", "-e", "require('redis')"}, nodeEnv,
-			"npm's redis in LEAF_TEST_NODE_MODULES (scripts/test.sh)"},
+			"npm's redis in LEAF_TEST_NODE_MODULES (scripts/test.sh)", ""},
 		{"ruby-redis", []string{"ruby", script("client.rb")}, []string{"ruby", "-e", "require 'redis'"}, nil,
-			"the Debian package ruby-redis"},
+			"the Debian package ruby-redis", ""},
 		{"phpredis", []string{"php", script("client.php")}, []string{"php", "-r", "exit(class_exists('Redis') ? 0 : 1);"}, nil,
-			"the Debian packages php-cli and php-redis"},
+			"the Debian packages php-cli and php-redis", "abort=refused,1"},
 		{"perl-redis", []string{"perl", script("client.pl")}, []string{"perl", "-MRedis", "-e", "1"}, nil,
-			"the Debian package libredis-perl"},
+			"the Debian package libredis-perl", ""},
 	}
 }
 
 // What every script prints against redis-server, and what leaf answers
 // differently.
 var (
-	redisIdioms = []string{"tx1=1,1", "tx2=2,1", "lua1=1", "lua2=2", "lua_ttl=positive",
+	redisIdioms = []string{"tx1=1,1", "tx2=2,1",
+		"abort=refused,1", // a transaction with an unknown command: EXECABORT; it took no ID
+		"lua1=1", "lua2=2", "lua_ttl=positive",
 		"nx=OK,nil,1001", "scan=1000", "select=1,2,1"}
 	leafDiffers = map[string]string{
 		"tx1=1,1":          "tx1=1,0", // EXPIRE answers 0: tags never expire
@@ -71,18 +76,23 @@ func TestOtherLanguageClients(t *testing.T) {
 				}
 				t.Skip(how)
 			}
-			leaf := startLeaf(t, t.TempDir())
+			// The first touches of 1,000 tags wait on SQLite's writes: on
+			// a busy machine they may take longer than the 2 s default.
+			leaf := startLeaf(t, t.TempDir(), "LEAF_SEGMENT_LOAD_TIMEOUT=1m")
 			raddr := redistest.Start(t)
-			gotRedis := runClient(t, lc, raddr)
-			if want := strings.Join(redisIdioms, "\n"); gotRedis != want {
-				t.Fatalf("%s against redis-server:\n%s\nwant\n%s", lc.name, gotRedis, want)
-			}
-			var want []string
+			var wantRedis, want []string
 			for _, line := range redisIdioms {
+				if line == lc.skips {
+					continue
+				}
+				wantRedis = append(wantRedis, line)
 				if d, ok := leafDiffers[line]; ok {
 					line = d
 				}
 				want = append(want, line)
+			}
+			if got := runClient(t, lc, raddr); got != strings.Join(wantRedis, "\n") {
+				t.Fatalf("%s against redis-server:\n%s\nwant\n%s", lc.name, got, strings.Join(wantRedis, "\n"))
 			}
 			if got := runClient(t, lc, leaf.Addr); got != strings.Join(want, "\n") {
 				t.Fatalf("%s against leaf:\n%s\nwant\n%s\nleaf's log:\n%s", lc.name, got, strings.Join(want, "\n"), leaf.Log())

@@ -19,6 +19,8 @@ foreach ([1, 2] as $i) {
     [$n, $expired] = $r->multi()->incr('e2e:tx')->expire('e2e:tx', 172800)->exec();
     out("tx$i", "$n," . ($expired ? 1 : 0));
 }
+// No EXECABORT here: phpredis queues only the commands it knows, with
+// the arguments they take, and rawCommand does not work inside MULTI.
 $sha = $r->script('load', LUA);
 out('lua1', $r->evalSha($sha, ['e2e:lua', 172800], 1));
 out('lua2', $r->eval(LUA, ['e2e:lua', 172800], 1));

@@ -23,6 +23,15 @@ for my $i (1, 2) {
   my ($n, $expired) = $r->exec;
   out("tx$i", "$n,$expired");
 }
+$r->multi;
+$r->incr('e2e:abort');
+eval { $r->nosuch; 1 };
+if (eval { $r->exec; 1 }) {
+  out('abort', 'no error');
+} else {
+  out('abort', join(',', 'refused', $r->incr('e2e:abort')));
+}
+
 my $sha = $r->script_load($LUA);
 out('lua1', $r->evalsha($sha, 1, 'e2e:lua', 172800));
 out('lua2', $r->eval($LUA, 1, 'e2e:lua', 172800));

@@ -22,6 +22,15 @@ for i in (1, 2):
     n, expired = pipe.execute()
     out(f"tx{i}", f"{n},{int(expired)}")
 
+pipe = r.pipeline()
+pipe.incr("e2e:abort")
+pipe.execute_command("NOSUCH")
+try:
+    pipe.execute()
+    out("abort", "no error")
+except redis.ResponseError:
+    out("abort", f"refused,{r.incr('e2e:abort')}")
+
 daily = r.register_script(LUA)
 out("lua1", daily(keys=["e2e:lua"], args=[172800]))
 out("lua2", daily(keys=["e2e:lua"], args=[172800]))

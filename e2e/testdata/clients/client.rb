@@ -21,6 +21,16 @@ end
   out("tx#{i}", "#{n},#{expired ? 1 : 0}")
 end
 
+begin
+  r.multi do |tx|
+    tx.incr('e2e:abort')
+    tx.call('NOSUCH')
+  end
+  out('abort', 'no error')
+rescue Redis::CommandError
+  out('abort', "refused,#{r.incr('e2e:abort')}")
+end
+
 sha = r.script(:load, LUA)
 out('lua1', r.evalsha(sha, keys: ['e2e:lua'], argv: [172_800]))
 out('lua2', r.eval(LUA, keys: ['e2e:lua'], argv: [172_800]))

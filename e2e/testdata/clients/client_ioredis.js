@@ -15,6 +15,12 @@ const out = (name, value) => console.log(`${name}=${value}`);
     const res = await r.multi().incr('e2e:tx').expire('e2e:tx', 172800).exec();
     out(`tx${i}`, `${res[0][1]},${res[1][1]}`);
   }
+  try {
+    await r.multi().incr('e2e:abort').call('NOSUCH').exec();
+    out('abort', 'no error');
+  } catch (err) {
+    out('abort', `refused,${await r.incr('e2e:abort')}`);
+  }
   r.defineCommand('daily', { numberOfKeys: 1, lua: LUA });
   out('lua1', await r.daily('e2e:lua', 172800));
   out('lua2', await r.daily('e2e:lua', 172800));

@@ -16,6 +16,12 @@ const out = (name, value) => console.log(`${name}=${value}`);
     const [n, expired] = await r.multi().incr('e2e:tx').expire('e2e:tx', 172800).exec();
     out(`tx${i}`, `${n},${Number(expired)}`);
   }
+  try {
+    await r.multi().incr('e2e:abort').addCommand(['NOSUCH']).exec();
+    out('abort', 'no error');
+  } catch (err) {
+    out('abort', `refused,${await r.incr('e2e:abort')}`);
+  }
   const daily = { keys: ['e2e:lua'], arguments: ['172800'] };
   out('lua1', await r.eval(LUA, daily));
   out('lua2', await r.eval(LUA, daily));
