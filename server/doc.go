@@ -5,8 +5,9 @@
 // resp.Handler, and each connection's state (client) its resp.Session.
 //
 // Commands live one family per file (cmd_incr.go, cmd_leaf.go, cmd_conn.go,
-// cmd_server.go, cmd_admin.go, cmd_tags.go), each with its own register
-// function; handlers are thin: arity is checked by dispatch, then they
+// cmd_server.go, cmd_admin.go, cmd_tags.go, cmd_cluster.go, cmd_tx.go for
+// transactions, cmd_keys.go for the key and listing commands, cmd_script.go
+// for Lua), each with its own register function; handlers are thin: arity is checked by dispatch, then they
 // parse, call the allocator and write the reply. Every error text is in
 // errors.go; where a situation is the same as in Redis the text is
 // Redis's own, byte for byte.
@@ -28,6 +29,17 @@
 // connection remembers the last tag's bytes and its *segment.Tag,
 // handlers are plain functions, and the reply is an integer appended to
 // the connection's buffer.
+//
+// # Transactions, scripts and databases
+//
+// After MULTI, dispatch queues commands (cmd_tx.go) instead of running
+// them; a connection that never sends MULTI or WATCH pays one nil check.
+// EXEC runs the queue, reserving the IDs of a run of INCRs of one tag at
+// once so that they are consecutive. EVAL runs a script in a fresh
+// gopher-lua interpreter whose redis.call runs the same handlers, their
+// replies written to a scratch connection and read back as Lua values.
+// SELECT n makes the connection's tags those of database n: handlers name
+// a tag by client.key, its stored name (segment.AppendDBName).
 //
 // # Shutdown
 //
