@@ -24,10 +24,12 @@ import (
 // with Redis's conversions between replies and Lua values, so the common
 // counter scripts ("INCR, and EXPIRE if it is 1") run unchanged.
 //
-// Each run gets a fresh interpreter with the base, table, string and math
+// A run gets an interpreter with the base, table, string and math
 // libraries only: no os, io, package (require), debug, loadfile, dofile
 // nor print; reading an undefined global or setting one is an error, as
-// in Redis 7. A run is stopped after Options.ScriptTimeLimit. The IDs a
+// in Redis 7. Interpreters are kept for later runs, but one whose run
+// changed its globals or libraries (rawset, setmetatable) is dropped, so
+// no run sees what another left. A run is stopped after Options.ScriptTimeLimit. The IDs a
 // script's INCRs take are each taken as by an INCR sent alone: other
 // connections may take IDs of the same tag between two of them.
 
@@ -238,10 +240,13 @@ func (s *Server) runScript(c *client, conn *resp.Conn, sha string, p *lua.Functi
 	}
 	keys, argv := args[3:3+numKeys], args[3+numKeys:]
 
-	L := lua.NewState(luaOptions)
-	defer L.Close()
+	vm, _ := s.luaVMs.Get().(*luaVM)
+	if vm == nil {
+		vm = newLuaVM()
+	}
+	L := vm.L
 	run := &scriptRun{s: s, c: c, sha: sha, scratch: resp.NewConn(c.addr, c.laddr)}
-	run.open(L)
+	vm.run = run
 	L.G.Global.RawSetString("KEYS", stringTable(L, keys))
 	L.G.Global.RawSetString("ARGV", stringTable(L, argv))
 
@@ -253,20 +258,99 @@ func (s *Server) runScript(c *client, conn *resp.Conn, sha string, p *lua.Functi
 	defer cancel()
 	L.SetContext(ctx)
 	L.Push(L.NewFunctionFromProto(p))
-	if err := L.PCall(0, 1, nil); err != nil {
-		switch {
-		case s.ctx.Err() != nil:
-			s.writeError(c, conn, errShuttingDown)
-		case ctx.Err() != nil:
-			s.writeError(c, conn, fmt.Sprintf(errScriptTimeout, s.opts.ScriptTimeLimit, sha))
-		default:
-			s.writeError(c, conn, run.errorText(err))
-		}
+	err := L.PCall(0, 1, nil)
+	L.RemoveContext()
+	switch {
+	case err == nil:
+		s.writeLua(c, conn, L.Get(-1))
+	case s.ctx.Err() != nil:
+		s.writeError(c, conn, errShuttingDown)
+	case ctx.Err() != nil:
+		s.writeError(c, conn, fmt.Sprintf(errScriptTimeout, s.opts.ScriptTimeLimit, sha))
+	default:
+		s.writeError(c, conn, run.errorText(err))
+	}
+	// The interpreter serves another run only if this one ended well and
+	// left its globals and libraries as they were.
+	vm.run = nil
+	if err != nil || !vm.intact() {
+		L.Close()
 		return
 	}
-	ret := L.Get(-1)
-	L.Pop(1)
-	s.writeLua(c, conn, ret)
+	L.SetTop(0)
+	s.luaVMs.Put(vm)
+}
+
+// luaVM is an interpreter kept between runs: making one costs far more
+// than most scripts (its libraries are hundreds of values). run is the
+// run its redis table serves now.
+type luaVM struct {
+	L    *lua.LState
+	run  *scriptRun
+	snap []tableSnap // the tables a script could change, as opened: globals first
+	meta lua.LValue  // the guard on globals
+	smt  lua.LValue  // strings' metatable, whose __index is string
+}
+
+// tableSnap is a table's entries as opened.
+type tableSnap struct {
+	t       *lua.LTable
+	entries map[lua.LValue]lua.LValue
+}
+
+func newLuaVM() *luaVM {
+	L := lua.NewState(luaOptions)
+	vm := &luaVM{L: L}
+	vm.open()
+	g := L.G.Global
+	vm.meta = L.GetMetatable(g)
+	vm.smt = L.GetMetatable(lua.LString(""))
+	for _, v := range []lua.LValue{g, g.RawGetString("string"), g.RawGetString("table"),
+		g.RawGetString("math"), g.RawGetString("redis"), vm.meta, vm.smt} {
+		t, ok := v.(*lua.LTable)
+		if !ok {
+			continue
+		}
+		ts := tableSnap{t: t, entries: map[lua.LValue]lua.LValue{}}
+		t.ForEach(func(k, v lua.LValue) { ts.entries[k] = v })
+		vm.snap = append(vm.snap, ts)
+	}
+	return vm
+}
+
+// intact reports whether a run left the interpreter as opened: the same
+// entries in the globals (but KEYS and ARGV) and the libraries, and the
+// same metatables. A script cannot change them but with rawset,
+// setmetatable or a library's own fields.
+func (vm *luaVM) intact() bool {
+	L := vm.L
+	if L.GetMetatable(L.G.Global) != vm.meta || L.GetMetatable(lua.LString("")) != vm.smt {
+		return false
+	}
+	for i, ts := range vm.snap {
+		n, same := 0, true
+		ts.t.ForEach(func(k, v lua.LValue) {
+			if i == 0 && (k == lua.LString("KEYS") || k == lua.LString("ARGV")) {
+				return
+			}
+			n++
+			if w, ok := ts.entries[k]; !ok || w != v {
+				same = false
+			}
+		})
+		want := len(ts.entries)
+		if i == 0 {
+			for _, k := range []string{"KEYS", "ARGV"} {
+				if _, ok := ts.entries[lua.LString(k)]; ok {
+					want--
+				}
+			}
+		}
+		if !same || n != want {
+			return false
+		}
+	}
+	return true
 }
 
 // errorText is the reply to an error the script did not catch, in Redis
@@ -294,7 +378,8 @@ func (r *scriptRun) errorText(err error) string {
 
 // open loads the sandbox's libraries, the redis table, and the guards on
 // globals.
-func (r *scriptRun) open(L *lua.LState) {
+func (vm *luaVM) open() {
+	L := vm.L
 	for _, lib := range []struct {
 		name string
 		fn   lua.LGFunction
@@ -312,8 +397,8 @@ func (r *scriptRun) open(L *lua.LState) {
 	}
 	redis := L.NewTable()
 	L.SetFuncs(redis, map[string]lua.LGFunction{
-		"call":               func(L *lua.LState) int { return r.call(L, true) },
-		"pcall":              func(L *lua.LState) int { return r.call(L, false) },
+		"call":               func(L *lua.LState) int { return vm.run.call(L, true) },
+		"pcall":              func(L *lua.LState) int { return vm.run.call(L, false) },
 		"error_reply":        func(L *lua.LState) int { return replyTable(L, "err") },
 		"status_reply":       func(L *lua.LState) int { return replyTable(L, "ok") },
 		"sha1hex":            func(L *lua.LState) int { L.Push(lua.LString(sha1hex([]byte(L.CheckString(1))))); return 1 },

@@ -127,8 +127,10 @@ type Server struct {
 	stats serverStats
 	// nameIdx is the sorted tag names of the listings (cmd_keys.go).
 	nameIdx atomic.Pointer[nameIndex]
-	// scripts are the scripts EVAL and SCRIPT LOAD compiled (cmd_script.go).
+	// scripts are the scripts EVAL and SCRIPT LOAD compiled, luaVMs the
+	// interpreters kept between runs (cmd_script.go).
 	scripts scriptCache
+	luaVMs  sync.Pool
 }
 
 // New returns a server in front of alloc. It does not listen: call Serve.

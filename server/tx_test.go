@@ -300,3 +300,39 @@ func TestScanWhileCreating(t *testing.T) {
 		t.Fatalf("SCAN missed %d tags that existed all along: %v", len(before), before)
 	}
 }
+
+// TestScriptsLeaveNoTrace: interpreters are kept between runs, yet no run
+// sees what another changed, with plain assignments (refused) or around
+// the guards.
+func TestScriptsLeaveNoTrace(t *testing.T) {
+	ctx := context.Background()
+	in := start(t)
+	c := newClient(t, in.Addr, 2, "")
+	for _, change := range []string{
+		"rawset(_G, 'leaked', 1)",
+		"setmetatable(_G, nil) leaked = 1",
+		"getmetatable(_G).__index = nil",
+		"string.leaked = 1",
+		"string.len = nil",
+		"getmetatable('').__index = {}",
+		"redis.call = nil",
+		"table.insert = nil",
+		"math.floor = nil",
+	} {
+		t.Run(change, func(t *testing.T) {
+			if err := c.Eval(ctx, change+" return 1", nil).Err(); err != nil && !strings.Contains(err.Error(), "readonly") {
+				t.Fatalf("EVAL %s: %v", change, err)
+			}
+			check := "local ok = pcall(function() return leaked end) " +
+				"return {ok and 1 or 0, string.leaked == nil and 1 or 0, type(string.len), type(('x').len), type(redis.call), type(table.insert), type(math.floor)}"
+			v, err := c.Eval(ctx, check, nil).Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []any{int64(0), int64(1), "function", "function", "function", "function", "function"}
+			if fmt.Sprint(v) != fmt.Sprint(want) {
+				t.Fatalf("after %q the next script sees %v, want %v", change, v, want)
+			}
+		})
+	}
+}
