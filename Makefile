@@ -2,7 +2,8 @@
 # everything (see README.md).
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 .PHONY: run build test bench clean
 
