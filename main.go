@@ -204,6 +204,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 const moreUsage = `
 Other commands:
   leaf --version, leaf -v, leaf version   the version, VCS revision and Go version
+  leaf health                             exit 0 when the configured server answers (a container's HEALTHCHECK)
   leaf tags ..., leaf import ...          operator commands on the store (leaf tags --help)
 `
 
