@@ -79,4 +79,11 @@ grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do
 done
 
 scripts/smoke.sh
+
+# The container image (Containerfile), built once and run with podman:
+# installed from Debian's packages when missing; skipped, saying why, where
+# no container runtime works (under CI=true only where podman cannot be
+# installed).
+scripts/image-test.sh
+
 echo "make test: all passed"
