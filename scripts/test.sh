@@ -23,6 +23,8 @@ need_pkgs redis-server redis-server
 # The status page's test renders it in headless Chromium; without it that
 # test skips (and fails under CI=true).
 need_pkgs chromium chromium || echo "no chromium: the status page's browser test will skip" >&2
+# deploy/'s tests check the systemd unit with systemd-analyze.
+need_pkgs systemd-analyze systemd || echo "no systemd-analyze: the systemd unit's tests will skip" >&2
 
 work=$(mktemp -d)
 # etcd's members sync every write to disk: on a memory file system the
