@@ -108,8 +108,8 @@ type Server struct {
 	srv    *server.Server
 	served chan error
 
-	clientOnce sync.Once
-	client     *redis.Client
+	mu     sync.Mutex
+	client *redis.Client // made by the first Client call
 
 	closeOnce sync.Once
 	closeErr  error
@@ -293,7 +293,9 @@ func (s *Server) Path() string { return s.path }
 // WithPassword), made on the first call and closed by Close. Its
 // timeouts are Timeout.
 func (s *Server) Client() *redis.Client {
-	s.clientOnce.Do(func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
 		s.client = redis.NewClient(&redis.Options{
 			Addr:         s.addr,
 			Password:     s.password,
@@ -301,7 +303,7 @@ func (s *Server) Client() *redis.Client {
 			ReadTimeout:  Timeout,
 			WriteTimeout: Timeout,
 		})
-	})
+	}
 	return s.client
 }
 
@@ -315,9 +317,11 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
 		var errs []error
+		s.mu.Lock()
 		if s.client != nil {
 			_ = s.client.Close()
 		}
+		s.mu.Unlock()
 		if err := s.srv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("shutdown: %w", err))
 		}
