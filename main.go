@@ -24,6 +24,7 @@ import (
 	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/httpapi"
+	"github.com/leaf-id/leaf/internal/buildinfo"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/open"
 	"github.com/leaf-id/leaf/segment"
@@ -31,8 +32,10 @@ import (
 	"github.com/leaf-id/leaf/snowflake"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and revision are set at build time with -ldflags
+// "-X main.version=... -X main.revision=..." (make build); without them
+// leaf reports what Go recorded in the binary (internal/buildinfo).
+var version, revision string
 
 // shutdownTimeout bounds the drain of in-flight commands and the give-back
 // of unused IDs on SIGTERM.
@@ -57,16 +60,21 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if len(args) > 0 && cli.IsCommand(args[0]) { // leaf tags ..., leaf import ...
 		return cli.Run(ctx, args, environ, stdout, stderr)
 	}
+	build := buildinfo.Read(version, revision)
+	if wantsVersion(args) {
+		fmt.Fprintln(stdout, build)
+		return nil
+	}
 	cfg, err := config.Load(args, environ)
 	if errors.Is(err, config.ErrHelp) {
-		fmt.Fprint(stdout, config.Usage("leaf"))
+		fmt.Fprint(stdout, config.Usage("leaf"), moreUsage)
 		return err
 	}
 	if err != nil {
 		return err
 	}
 	log := newLogger(cfg.Log, stderr)
-	log.Info("starting leaf", "version", version, "config", cfg)
+	log.Info("starting leaf", "version", build.Version, "revision", build.Revision, "config", cfg)
 	var tlsConf *tls.Config // server.tls_cert and server.tls_key: TLS instead of plain TCP
 	if cfg.Server.TLSCert != "" {
 		if tlsConf, err = server.LoadTLS(cfg.Server.TLSCert, cfg.Server.TLSKey); err != nil {
@@ -114,7 +122,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	reg, _ := store.(persist.Registry)
 	node := cluster.New(reg, alloc, gen, cluster.Options{
 		Heartbeat: cfg.Cluster.Heartbeat, Lease: cfg.Cluster.Lease, AckTimeout: cfg.Cluster.AckTimeout,
-		Node:   persist.NodeInfo{Addr: ln.Addr().String(), Version: version},
+		Node:   persist.NodeInfo{Addr: ln.Addr().String(), Version: build.Node()},
 		Logger: log,
 	})
 	node.Start(ctx)
@@ -122,7 +130,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	srv := server.New(alloc, server.Options{
 		Password:      cfg.Server.Password,
 		AdminPassword: cfg.Server.AdminPassword,
-		Version:       version,
+		Version:       build.Version,
+		Revision:      build.Revision,
 		Logger:        log,
 		// A descriptor per client, and some for the listeners, the
 		// database, the event loops and files.
@@ -141,7 +150,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		StoreLatency:   storeLatency,
 		MetricsMaxTags: cfg.HTTP.MetricsMaxTags,
 		PProf:          cfg.HTTP.PProf,
-		Version:        version,
+		Version:        build.Version,
+		Revision:       build.Revision,
 		Logger:         log,
 		Cluster:        node,
 		Snowflake:      gen,
@@ -190,6 +200,31 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// moreUsage follows the configuration flags in leaf --help.
+const moreUsage = `
+Other commands:
+  leaf --version, leaf -v, leaf version   the version, VCS revision and Go version
+  leaf health                             exit 0 when the configured server answers (a container's HEALTHCHECK)
+  leaf tags ..., leaf import ...          operator commands on the store (leaf tags --help)
+`
+
+// wantsVersion reports whether the arguments ask for the version:
+// "version" as the command, or --version or -v among the flags.
+func wantsVersion(args []string) bool {
+	if len(args) > 0 && args[0] == "version" {
+		return true
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--version" || a == "-v" {
+			return true
+		}
+	}
+	return false
 }
 
 // newLogger builds the process logger from log.level and log.format.

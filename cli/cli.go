@@ -3,9 +3,12 @@
 //
 //	leaf tags list|create|floor|step ...             the leaf_alloc rows, in the store directly
 //	leaf import redis --from redis://host:port ...   Redis INCR counters into leaf
+//	leaf health [--timeout 3s]                       exit 0 when the configured server answers
 //
-// They talk to the store, never to a running leaf server, and keep the
-// server's guarantees: a floor only raises max_id, nothing deletes a row.
+// tags and import talk to the store, never to a running leaf server, and
+// keep the server's guarantees: a floor only raises max_id, nothing
+// deletes a row. health asks the server configured, as a container's
+// HEALTHCHECK does.
 //
 // # Configuration
 //
@@ -52,8 +55,10 @@ const usage = `Usage:
   leaf tags step TAG N                             change TAG's step in the table
   leaf import redis --from redis://[user:pass@]host:port[/db] [--match PATTERN] [--headroom N] [--dry-run]
                                                    raise each tag's floor above its Redis counter
+  leaf health [--timeout 3s]                       exit 0 when the configured server answers PING on
+                                                   server.addr and, with http.addr set, GET /healthz
 
-They change the store directly, configured as the server is: leaf.yaml (or
+tags and import change the store directly, configured as the server is: leaf.yaml (or
 --config=PATH), LEAF_<SECTION>_<KEY> variables, and --section.key=value flags
 anywhere after the subcommand, e.g.
   leaf tags --store.dsn=data/leaf.db list
@@ -66,6 +71,7 @@ Run 'leaf --help' for every configuration flag.
 var commands = map[string]func(ctx context.Context, e *env, args []string) error{
 	"tags":   runTags,
 	"import": runImport,
+	"health": runHealth,
 }
 
 // IsCommand reports whether name (the program's first argument) is one of

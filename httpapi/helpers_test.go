@@ -136,6 +136,7 @@ func start(t *testing.T, s setup) *env {
 		PProf:          s.pprof,
 		PageSize:       s.pageSz,
 		Version:        "test",
+		Revision:       "0123abc",
 	}
 	if s.cluster {
 		ho.Cluster, ho.Snowflake = e.Node, e.Gen

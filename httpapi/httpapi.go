@@ -41,6 +41,9 @@ type Options struct {
 	// Version is leaf's version, shown on the status page and in
 	// leaf_build_info.
 	Version string
+	// Revision is the VCS commit leaf was built from, leaf_build_info's
+	// revision label ("" when unknown).
+	Revision string
 	// Logger receives errors of the handler; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock of the status page; nil is time.Now.

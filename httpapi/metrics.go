@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -85,7 +86,8 @@ type collector struct {
 	alloc   *segment.Allocator
 	srv     ServerStats
 	maxTags int
-	version string
+	// leaf_build_info's labels: version, revision, goversion.
+	buildLabels [3]string
 
 	issued, loads, step, runwayIDs, runwaySecs, guardTrips, guardRepairs *prometheus.Desc
 	waits, storeUp, tags, queued, clients, commands, build               *prometheus.Desc
@@ -101,11 +103,11 @@ type collector struct {
 func newCollector(alloc *segment.Allocator, opts Options) *collector {
 	tag := []string{"tag"}
 	return &collector{
-		alloc:   alloc,
-		srv:     opts.Server,
-		maxTags: opts.MetricsMaxTags,
-		version: opts.Version,
-		own:     map[string]struct{}{},
+		alloc:       alloc,
+		srv:         opts.Server,
+		maxTags:     opts.MetricsMaxTags,
+		buildLabels: [3]string{opts.Version, opts.Revision, runtime.Version()},
+		own:         map[string]struct{}{},
 
 		issued: prometheus.NewDesc("leaf_ids_issued_total",
 			"IDs handed out by this process, per tag (INCR, INCRBY and the HTTP API).", tag, nil),
@@ -149,7 +151,8 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 			"Redis commands answered, by command and result (ok, error); unknown names count as command=\"unknown\".",
 			[]string{"command", "result"}, nil),
 		build: prometheus.NewDesc("leaf_build_info",
-			"Always 1; the version label is leaf's version.", []string{"version"}, nil),
+			"Always 1; the labels are leaf's version, the VCS revision it was built from (empty when unknown) and its Go version.",
+			[]string{"version", "revision", "goversion"}, nil),
 	}
 }
 
@@ -228,7 +231,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.rounds, prometheus.CounterValue, float64(st.LoadRounds))
 	ch <- prometheus.MustNewConstMetric(c.tags, prometheus.GaugeValue, float64(st.Tags))
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.QueuedLoads))
-	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1, c.version)
+	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1, c.buildLabels[:]...)
 
 	if c.srv == nil {
 		return

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -86,7 +87,7 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 			{`leaf_store_ambiguous_total`, func(v float64) bool { return v == 0 }, "0"},
 			{`leaf_tags`, func(v float64) bool { return v == 1 }, "1"},
 			{`leaf_store_latency_seconds_count{result="ok"}`, func(v float64) bool { return v >= 1 }, ">= 1"},
-			{`leaf_build_info{version="test"}`, func(v float64) bool { return v == 1 }, "1"},
+			{`leaf_build_info{goversion="` + runtime.Version() + `",revision="0123abc",version="test"}`, func(v float64) bool { return v == 1 }, "1"},
 			{`go_goroutines`, func(v float64) bool { return v > 0 }, "> 0"},
 			{`process_start_time_seconds`, func(v float64) bool { return v > 0 }, "> 0"},
 		} {

@@ -24,6 +24,8 @@ need_pkgs redis-server redis-server
 # The status page's test renders it in headless Chromium; without it that
 # test skips (and fails under CI=true).
 need_pkgs chromium chromium || echo "no chromium: the status page's browser test will skip" >&2
+# deploy/'s tests check the systemd unit with systemd-analyze.
+need_pkgs systemd-analyze systemd || echo "no systemd-analyze: the systemd unit's tests will skip" >&2
 
 work=$(mktemp -d)
 # etcd's members sync every write to disk: on a memory file system the
@@ -102,4 +104,11 @@ grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do
 done
 
 scripts/smoke.sh
+
+# The container image (Containerfile), built once and run with podman:
+# installed from Debian's packages when missing; skipped, saying why, where
+# no container runtime works (under CI=true only where podman cannot be
+# installed).
+scripts/image-test.sh
+
 echo "make test: all passed"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"net"
 	"path"
 	"runtime"
@@ -148,6 +149,7 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		line("redis_version", redisVersion)
 		line("redis_mode", "standalone")
 		line("leaf_version", s.opts.Version)
+		line("leaf_git_sha1", cmp.Or(s.opts.Revision, "00000000"))
 		line("os", runtime.GOOS+" "+runtime.GOARCH)
 		line("arch_bits", strconv.IntSize)
 		line("go_version", runtime.Version())

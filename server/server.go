@@ -29,6 +29,9 @@ type Options struct {
 	AdminPassword string
 	// Version is leaf's version, shown in INFO as leaf_version.
 	Version string
+	// Revision is the VCS commit leaf was built from, shown in INFO as
+	// leaf_git_sha1 (as redis_git_sha1: "00000000" when unknown).
+	Revision string
 	// Logger receives connection and shutdown events; nil discards them.
 	// The password is never logged.
 	Logger *slog.Logger
