@@ -25,7 +25,7 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"server.max_clients", []string{"LEAF_SERVER_MAX_CLIENTS=0"}, "config: server.max_clients: must be >= 1, got 0", nil},
 		{"server.databases zero", []string{"LEAF_SERVER_DATABASES=0"}, "config: server.databases: must be between 1 and 10000, got 0", nil},
 		{"server.databases beyond the prefix", []string{"LEAF_SERVER_DATABASES=10001"}, "config: server.databases: must be between 1 and 10000, got 10001", nil},
-		{"server.script_time_limit zero", []string{"LEAF_SERVER_SCRIPT_TIME_LIMIT=0s"}, "config: server.script_time_limit: must be > 0, got 0s", nil},
+		{"server.script_time_limit zero", []string{"LEAF_SERVER_SCRIPT_TIME_LIMIT=0s"}, "config: server.script_time_limit: must be > 0, got 0", nil},
 		{"server.max_clients not a number", []string{"LEAF_SERVER_MAX_CLIENTS=lots"}, `config: server.max_clients: invalid integer "lots"`, nil},
 		{"server.max_request_bytes", []string{"LEAF_SERVER_MAX_REQUEST_BYTES=-5"}, "config: server.max_request_bytes: must be >= 1024, got -5", nil},
 		{"server.max_request_bytes too small", []string{"LEAF_SERVER_MAX_REQUEST_BYTES=1023"}, "config: server.max_request_bytes: must be >= 1024, got 1023", nil},
