@@ -234,7 +234,7 @@ func allocatorOptions(c config.SegmentConfig, log *slog.Logger) segment.Options 
 	o.Loaders = c.Loaders
 	o.LoadTimeout = c.LoadTimeout
 	o.SyncInterval = c.SyncInterval
-	o.AutoCreate = c.AutoCreate
+	o.AutoCreate = c.AutoCreate != config.AutoCreateOff
 	o.MaxBatch = c.MaxBatch
 	o.MaxRetryBackoff = c.MaxRetryBackoff
 	o.Logger = log
