@@ -133,7 +133,6 @@ func splitFlag(a string) (name, value string, hasValue bool) {
 	return name, value, hasValue
 }
 
-
 // autoCreateValue maps the booleans segment.auto_create took before it
 // had three values onto them: true is on, false is off; other text is
 // kept (lowercased) for Validate to judge.
