@@ -20,8 +20,11 @@ func TestBurstThenSummary(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	l := ratelog.New(log, slog.LevelWarn, "authentication failed", ratelog.Options{
 		Burst: 3, Window: time.Minute,
-		Now:       func() time.Time { return now },
-		AfterFunc: func(d time.Duration, f func()) func() bool { ends = append(ends, f); return func() bool { return true } },
+		Now: func() time.Time { return now },
+		AfterFunc: func(d time.Duration, f func()) func() bool {
+			ends = append(ends, f)
+			return func() bool { return true }
+		},
 	})
 	for i := range 8 {
 		l.Log("addr", "10.0.0."+string(rune('0'+i)))
