@@ -163,7 +163,7 @@ type Server struct {
 	accepted     atomic.Int64
 	authTimeouts atomic.Int64 // connections closed by AuthTimeout
 	rejected     atomic.Int64 // connections refused at MaxClients
-	refusing atomic.Int64 // goroutines telling a TLS client so
+	refusing     atomic.Int64 // goroutines telling a TLS client so
 }
 
 // NewServer returns a server running h's sessions. It does not listen:
