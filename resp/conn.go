@@ -323,3 +323,14 @@ func (c *Conn) cut() {
 		c.nc.Close()
 	}
 }
+
+// TLSState is the TLS state of a connection whose handshake is done;
+// false for a plain connection.
+func (c *Conn) TLSState() (tls.ConnectionState, bool) {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return tls.ConnectionState{}, false
+	}
+	st := tc.ConnectionState()
+	return st, st.HandshakeComplete
+}

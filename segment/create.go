@@ -92,7 +92,7 @@ func (a *Allocator) mayCreate(ctx context.Context, name string, count bool) erro
 		if count {
 			a.cr.refused.Add(1)
 		}
-		return fmt.Errorf("%w: %q: %w", ErrCreateRefused, name, err)
+		return fmt.Errorf("%w: tag %q: %w", ErrCreateRefused, name, err)
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ func (a *Allocator) reserveTag(name string, count ...bool) (release func(), err 
 			a.cr.refused.Add(1)
 			a.cr.full.Add(1)
 		}
-		return nil, fmt.Errorf("%w: %q: %w: this server holds %d, the limit is %d", ErrCreateRefused, name, ErrTooManyTags, n, a.opts.MaxTags)
+		return nil, fmt.Errorf("%w: tag %q: %w: this server holds %d, the limit is %d", ErrCreateRefused, name, ErrTooManyTags, n, a.opts.MaxTags)
 	}
 	a.cr.pending++
 	var once sync.Once

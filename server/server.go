@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/ratelog"
 	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -70,6 +71,27 @@ type Options struct {
 	// LEAF.NODES and INFO cluster show it, and LEAF.FLOOR, SET and
 	// LEAF.STEP answer once every live server confirmed (cmd_cluster.go).
 	Cluster Cluster
+
+	// The limits on strangers and on what a client may make the server
+	// hold (security.go).
+	//
+	// MaxAuthFailures closes a connection after this many refused
+	// passwords (AUTH, HELLO ... AUTH); 0: never.
+	MaxAuthFailures int
+	// AuthTimeout, with a password set, closes a connection not
+	// authenticated this long after it opened; 0: never.
+	AuthTimeout time.Duration
+	// CreatePolicy is segment.auto_create: "admin" lets only the admin
+	// user's requests create tags; "" or anything else, every client's
+	// (the allocator's Options.AutoCreate turns creation off).
+	CreatePolicy string
+	// CreateRate bounds the tags one connection creates a second
+	// (segment.create_rate); 0: no bound.
+	CreateRate float64
+	// CertLogin logs a TLS connection in as the user its verified client
+	// certificate names in its common name (default or admin): with
+	// TLS.ClientAuth verifying certificates (server.tls_client_ca).
+	CertLogin bool
 }
 
 // The defaults of Options' limits, as leaf.yaml's: the connection
@@ -117,6 +139,10 @@ type Server struct {
 	doneErrors   atomic.Int64
 	// Per-command counters for CommandStats (stats.go).
 	stats serverStats
+	// Refused passwords, logged a few a minute (security.go); the
+	// connections closed for too many.
+	failLog     *ratelog.Logger
+	authCutoffs atomic.Int64
 }
 
 // New returns a server in front of alloc. It does not listen: call Serve.
@@ -144,6 +170,7 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 		s.hasPass = true
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.initSecurity()
 	s.cmds, s.sorted = buildCommands()
 	s.stats.init(s.sorted)
 	s.rs = resp.NewServer(s, resp.Options{
@@ -154,6 +181,7 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 		MaxPipeline:     opts.MaxPipeline,
 		IdleTimeout:     opts.IdleTimeout,
 		TLS:             opts.TLS,
+		AuthTimeout:     opts.AuthTimeout,
 	})
 	return s
 }
