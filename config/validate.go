@@ -223,3 +223,7 @@ func checkAddr(addr string) error {
 	}
 	return nil
 }
+
+// Loopback reports whether addr (host:port) listens on loopback only: a
+// loopback address or "localhost". An empty host (every interface) is not.
+func Loopback(addr string) bool { return loopback(addr) }
