@@ -17,8 +17,9 @@ func TestAuthTimeout(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			h := newTestHandler()
 			h.password = "pw"
-			// Short, so the test is quick; nothing is asserted about time.
-			s, addr := start(t, h, Options{EventLoops: tr.loops, AuthTimeout: 50 * time.Millisecond})
+			// Short, so the test is quick, yet long enough for AUTH to come
+			// first on a busy machine; nothing is asserted about time.
+			s, addr := start(t, h, Options{EventLoops: tr.loops, AuthTimeout: 500 * time.Millisecond})
 			authed := dial(t, addr)
 			ar := bufio.NewReader(authed)
 			io.WriteString(authed, rawresp.Cmd("AUTH", "pw"))

@@ -63,7 +63,7 @@ func TestAuthFailuresCloseTheConnection(t *testing.T) {
 // authenticated within server.auth_timeout is closed, and counted; one
 // that authenticated stays.
 func TestAuthTimeout(t *testing.T) {
-	in := servertest.Start(t, servertest.Options{Server: server.Options{Password: "pw", AuthTimeout: 50 * time.Millisecond}})
+	in := servertest.Start(t, servertest.Options{Server: server.Options{Password: "pw", AuthTimeout: time.Second}})
 	ok := newClient(t, in.Addr, 3, "pw")
 	mustIncr(t, ok, "a")
 	stranger := rawresp.Dial(t, in.Addr)
