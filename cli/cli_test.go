@@ -94,7 +94,7 @@ func TestTags(t *testing.T) {
 		args   []string
 		stdout string
 	}{
-		{"create with defaults", []string{"tags", "create", "order", dsn},
+		{"create with defaults", []string{"tags", "create", "order", dsn, "--store.create_database"},
 			"created order: step 1000, first ID 1\n"},
 		{"create with flags, config flag first", []string{"tags", dsn, "create", "--step", "50", "--desc", "invoice IDs", "invoice"},
 			"created invoice: step 50, first ID 1\n"},
@@ -189,7 +189,7 @@ func TestTags(t *testing.T) {
 func TestTagsErrors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leaf.db")
 	dsn := "--store.dsn=" + path
-	mustRun(t, nil, "tags", "create", "order", dsn)
+	mustRun(t, nil, "tags", "create", "order", dsn, "--store.create_database")
 	cases := []struct {
 		name string
 		args []string
@@ -209,7 +209,7 @@ func TestTagsErrors(t *testing.T) {
 		{"step unknown tag", []string{"tags", "step", "nosuch", "5", dsn}, `tags: unknown tag "nosuch" (create it with leaf tags create)`},
 		{"step too large", []string{"tags", "step", "order", "2147483648", dsn}, "tags: step 2147483648: must be between 1 and 2147483647"},
 		{"bad config flag", []string{"tags", "list", "--store.dns=x"}, "tags: config: unknown flag: --store.dns (did you mean --store.dsn?)"},
-		{"bad config value", []string{"tags", "list", dsn, "--store.driver=oracle"}, `tags: config: store.driver: must be one of sqlite, mysql, postgres, etcd, got "oracle"`},
+		{"bad config value", []string{"tags", "list", dsn, "--store.driver=oracle"}, `tags: config: --store.driver: must be one of sqlite, mysql, postgres, etcd, got "oracle"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,7 +240,7 @@ func TestBadDSN(t *testing.T) {
 		{"mysql unreachable", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1)/leaf"},
 			[]string{"tags: store.driver=mysql store.dsn=leaf:REDACTED@tcp(127.0.0.1:1)/leaf: persist: open mysql:", "database unavailable", "connection refused"}},
 		{"mysql malformed", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1/leaf"},
-			[]string{"tags: config: store.dsn: invalid mysql DSN"}},
+			[]string{"tags: config: --store.dsn: invalid mysql DSN"}},
 		{"mysql no database", []string{"--store.driver=mysql", "--store.dsn=leaf:" + secret + "@tcp(127.0.0.1:1)/"},
 			[]string{"store.dsn"}},
 		{"sqlite a directory", []string{"--store.dsn=" + dir},

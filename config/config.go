@@ -64,6 +64,7 @@ type StoreConfig struct {
 	Driver          string        // store.driver: "sqlite", "mysql", "postgres" or "etcd"
 	DSN             string        // store.dsn: file path (sqlite), go-sql-driver DSN (mysql), pgx DSN (postgres), comma-separated endpoints (etcd)
 	CreateSchema    bool          // store.create_schema: create leaf_alloc and leaf_guard when missing
+	CreateDatabase  bool          // store.create_database: create a SQLite file that does not exist outside ./data/
 	MaxOpenConns    int           // store.max_open_conns: database connections at most
 	ConnMaxLifetime time.Duration // store.conn_max_lifetime: recycle connections after this, 0 = never
 	EtcdPrefix      string        // store.etcd_prefix: etcd: every key leaf uses starts with it
@@ -245,6 +246,7 @@ func keys() []key {
 		{"store.driver", "database: sqlite, mysql, postgres or etcd", func(c *Config) any { return &c.Store.Driver }},
 		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, postgres DSN postgres://user:pass@host:5432/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},
 		{"store.create_schema", "create the leaf_alloc and leaf_guard tables when they are missing", func(c *Config) any { return &c.Store.CreateSchema }},
+		{"store.create_database", "sqlite: create the file (and its directory) when store.dsn names none outside ./data/", func(c *Config) any { return &c.Store.CreateDatabase }},
 		{"store.max_open_conns", "open database connections at most", func(c *Config) any { return &c.Store.MaxOpenConns }},
 		{"store.conn_max_lifetime", "recycle database connections after this; 0: never", func(c *Config) any { return &c.Store.ConnMaxLifetime }},
 		{"store.etcd_prefix", "etcd: prefix of every key leaf uses, ending in /", func(c *Config) any { return &c.Store.EtcdPrefix }},

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 )
 
 // ErrHelp is returned by Load when the arguments ask for help (-h, --help).
@@ -74,38 +77,119 @@ func Load(args []string, environ []string) (Config, error) {
 
 	// viper's AutomaticEnv reads the process environment, which tests cannot
 	// inject in parallel: the environment and then the flags are set as
-	// overrides instead, the flag last so it wins.
+	// overrides instead, the flag last so it wins. origin remembers who set
+	// each key, so that an error names what the user wrote.
 	def, env := Default(), envMap(environ)
+	errs := unknownEnv(env)
+	origin := fileLines(cfg.File, data)
 	for _, k := range keys() {
 		v.SetDefault(k.name, reflect.ValueOf(k.field(&def)).Elem().Interface())
 		if val, ok := env[envName(k.name)]; ok {
 			v.Set(k.name, val)
+			origin[k.name] = envName(k.name) + " (" + k.name + ")"
 		}
 		if fset.Changed(k.name) {
 			v.Set(k.name, raw[k.name].text)
+			origin[k.name] = "--" + k.name
 		}
 	}
+	name := func(key string) string { return cmp.Or(origin[key], key) }
 
-	var errs []error
 	for _, k := range keys() {
 		raw := v.Get(k.name)
 		if k.name == "segment.auto_create" {
 			raw = autoCreateValue(raw)
 		}
 		if err := assign(k.field(&cfg), raw); err != nil {
-			errs = append(errs, fmt.Errorf("config: %s: %w", k.name, err))
+			errs = append(errs, fmt.Errorf("config: %s: %w", name(k.name), err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
-	if err := cfg.readSecrets(); err != nil {
+	if err := cfg.readSecrets(name); err != nil {
 		return Config{}, err
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(name); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// unknownEnv refuses the LEAF_* variables that name no key: a mistyped
+// LEAF_STORE_DRIVR would otherwise leave the default store in place, a
+// fresh database whose IDs start at 1 again. Kubernetes's service links
+// (LEAF_SERVICE_HOST, LEAF_PORT_6380_TCP, ... for a Service named leaf)
+// are passed over when their values have the shapes Kubernetes gives them.
+func unknownEnv(env map[string]string) []error {
+	known := make(map[string]bool)
+	for _, k := range keys() {
+		known[envName(k.name)] = true
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		if known[name] || serviceLink(name, env[name]) {
+			continue
+		}
+		msg := fmt.Sprintf("config: environment variable %s: no such setting", name)
+		if s := suggest(strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, "LEAF_"), "_", "."))); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", envName(s))
+		}
+		errs = append(errs, errors.New(msg+"; settings are LEAF_<SECTION>_<KEY>, listed by leaf --help"))
+	}
+	return errs
+}
+
+// The variables Kubernetes defines for a Service (named leaf, leaf-server,
+// ...) in every pod of its namespace, with the values it gives them.
+var (
+	linkName  = regexp.MustCompile(`^LEAF[A-Z0-9_]*?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
+	linkValue = map[string]*regexp.Regexp{
+		"SERVICE_HOST": regexp.MustCompile(`^[0-9A-Fa-f.:]+$`),
+		"SERVICE_PORT": regexp.MustCompile(`^[0-9]+$`),
+		"PORT":         regexp.MustCompile(`^(tcp|udp|sctp)://[0-9A-Fa-f.:\[\]]+:[0-9]+$`),
+		"_PROTO":       regexp.MustCompile(`^(tcp|udp|sctp)$`),
+		"_PORT":        regexp.MustCompile(`^[0-9]+$`),
+		"_ADDR":        regexp.MustCompile(`^[0-9A-Fa-f.:]+$`),
+	}
+)
+
+// serviceLink reports whether name=value is one of Kubernetes's service
+// link variables.
+func serviceLink(name, value string) bool {
+	m := linkName.FindStringSubmatch(name)
+	if m == nil {
+		return false
+	}
+	kind := m[1]
+	switch {
+	case strings.HasPrefix(kind, "SERVICE_PORT"):
+		kind = "SERVICE_PORT"
+	case m[4] != "":
+		kind = m[4]
+	case strings.HasPrefix(kind, "PORT_"):
+		kind = "PORT"
+	}
+	return linkValue[kind].MatchString(value)
+}
+
+// fileLines maps each key set in the YAML file data (read from path) to
+// "path:line: key", for errors; empty without a file.
+func fileLines(path string, data []byte) map[string]string {
+	origin := make(map[string]string)
+	var doc yaml.Node
+	if path == "" || yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return origin
+	}
+	top := doc.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		section := top.Content[i+1]
+		for j := 0; j+1 < len(section.Content); j += 2 {
+			key := strings.ToLower(top.Content[i].Value + "." + section.Content[j].Value)
+			origin[key] = fmt.Sprintf("%s:%d: %s", path, section.Content[j].Line, key)
+		}
+	}
+	return origin
 }
 
 // Usage returns the help text for program (e.g. "leaf"): how the sources

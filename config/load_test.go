@@ -38,6 +38,7 @@ func nonDefault() Config {
 			Driver:          "mysql",
 			DSN:             "leaf:pw@tcp(127.0.0.1:3306)/leaf",
 			CreateSchema:    false,
+			CreateDatabase:  true,
 			MaxOpenConns:    4,
 			ConnMaxLifetime: 90 * time.Second,
 			EtcdPrefix:      "/ids/",
@@ -102,6 +103,7 @@ func allEnv() []string {
 		"LEAF_STORE_DRIVER=mysql",
 		"LEAF_STORE_DSN=leaf:pw@tcp(127.0.0.1:3306)/leaf",
 		"LEAF_STORE_CREATE_SCHEMA=false",
+		"LEAF_STORE_CREATE_DATABASE=true",
 		"LEAF_STORE_MAX_OPEN_CONNS=4",
 		"LEAF_STORE_CONN_MAX_LIFETIME=90s",
 		"LEAF_STORE_ETCD_PREFIX=/ids/",
@@ -163,6 +165,7 @@ func allFlags() []string {
 		"--store.driver=mysql",
 		"--store.dsn=leaf:pw@tcp(127.0.0.1:3306)/leaf",
 		"--store.create_schema=false",
+		"--store.create_database",
 		"--store.max_open_conns=4",
 		"--store.conn_max_lifetime=90s",
 		"--store.etcd_prefix=/ids/",
@@ -262,7 +265,7 @@ func TestLoadSources(t *testing.T) {
 		want    Config
 	}{
 		{"defaults", nil, nil, Default()},
-		{"defaults ignore other variables", nil, []string{"PATH=/bin", "HOME=/root", "LEAF=1", "LEAF_=2", "leaf_server_addr=x"}, Default()},
+		{"defaults ignore other variables", nil, []string{"PATH=/bin", "HOME=/root", "LEAF=1", "LEAFY_STORE_DSN=x", "leaf_server_addr=x"}, Default()},
 		{"file sets every key", []string{"--config=testdata/all.yaml"}, nil, withFile(nonDefault(), "testdata/all.yaml")},
 		{"environment sets every key", nil, allEnv(), nonDefault()},
 		{"flags set every key", allFlags(), nil, nonDefault()},
@@ -367,13 +370,35 @@ func TestEnvironment(t *testing.T) {
 			t.Errorf("loaders, pprof = %d, %v", got.Segment.Loaders, got.HTTP.PProf)
 		}
 	})
-	t.Run("unknown LEAF variables are ignored", func(t *testing.T) {
+	t.Run("Kubernetes service links are passed over", func(t *testing.T) {
 		t.Parallel()
-		// Kubernetes defines LEAF_SERVER_PORT and the like for a service
-		// named leaf-server; they must not stop the server.
-		got := mustLoad(t, nil, []string{"LEAF_SERVER_PORT=tcp://10.0.0.1:6380", "LEAF_SERVER_SERVICE_HOST=10.0.0.1", "LEAF_TEST_MYSQL_DSN=x"})
+		// Kubernetes defines these for Services named leaf and
+		// leaf-server in every pod of the namespace; they must not stop
+		// the server.
+		got := mustLoad(t, nil, []string{
+			"LEAF_SERVER_PORT=tcp://10.0.0.1:6380", "LEAF_SERVER_SERVICE_HOST=10.0.0.1", "LEAF_SERVER_SERVICE_PORT=6380",
+			"LEAF_SERVICE_HOST=fd00::1", "LEAF_SERVICE_PORT_REDIS=6380", "LEAF_PORT=tcp://[fd00::1]:6380",
+			"LEAF_PORT_6380_TCP=tcp://10.0.0.2:6380", "LEAF_PORT_6380_TCP_PROTO=tcp", "LEAF_PORT_6380_TCP_PORT=6380", "LEAF_PORT_6380_TCP_ADDR=10.0.0.2",
+		})
 		if !reflect.DeepEqual(got, Default()) {
 			t.Errorf("got %+v", got)
+		}
+	})
+	t.Run("unknown LEAF variables stop start-up", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct{ environ, want string }{
+			{"LEAF_STORE_DRIVR=mysql", "config: environment variable LEAF_STORE_DRIVR: no such setting (did you mean LEAF_STORE_DRIVER?)"},
+			{"LEAF_SEGMENT_LOADER=4", "(did you mean LEAF_SEGMENT_LOADERS?)"},
+			{"LEAF_TEST_MYSQL_DSN=x", "config: environment variable LEAF_TEST_MYSQL_DSN: no such setting"},
+			// Not the value Kubernetes gives a service link: a setting
+			// the user believes exists.
+			{"LEAF_SERVER_PORT=6380", "config: environment variable LEAF_SERVER_PORT: no such setting"},
+			{"LEAF_=2", "config: environment variable LEAF_: no such setting"},
+		}
+		for _, tt := range tests {
+			if msg := loadErr(t, nil, []string{tt.environ}); !strings.Contains(msg, tt.want) {
+				t.Errorf("Load(%q): error %q does not contain %q", tt.environ, msg, tt.want)
+			}
 		}
 	})
 }
@@ -406,7 +431,7 @@ func TestFlags(t *testing.T) {
 		{"positional argument", []string{"serve"}, []string{`config: unexpected argument "serve"`}},
 		{"bool value after a space is positional", []string{"--store.create_schema", "false"}, []string{`unexpected argument "false"`}},
 		{"missing value", []string{"--server.addr"}, []string{"config: flag needs an argument: --server.addr"}},
-		{"bad value names the key", []string{"--segment.loaders=many"}, []string{`config: segment.loaders: invalid integer "many"`}},
+		{"bad value names the key", []string{"--segment.loaders=many"}, []string{`config: --segment.loaders: invalid integer "many"`}},
 		{"missing --config file", []string{"--config=testdata/nope.yaml"}, []string{"config: --config: open testdata/nope.yaml: no such file"}},
 		{"empty --config", []string{"--config="}, []string{"config: --config: empty path"}},
 		{"--config is a directory", []string{"--config=testdata"}, []string{"config: ", "testdata"}},
@@ -493,12 +518,12 @@ func TestFile(t *testing.T) {
 		{"parse error names the file", "", "testdata/broken.yaml", []string{"config: testdata/broken.yaml: yaml: line "}},
 		{"duplicate key", "server:\n  addr: \"x:1\"\n  addr: \"x:2\"\n", "", []string{"leaf.yaml: ", `"addr" already defined`}},
 		{"not a mapping", "- a\n- b\n", "", []string{"leaf.yaml: ", "yaml"}},
-		{"number for a string", "server:\n  password: 0123\n", "", []string{"config: server.password: want a string, got int 83"}},
-		{"list for a string", "server:\n  addr: [a, b]\n", "", []string{"config: server.addr: want a string"}},
-		{"fraction for an integer", "segment:\n  loaders: 1.5\n", "", []string{`config: segment.loaders: invalid integer "1.5"`}},
-		{"duration without unit", "segment:\n  load_timeout: 5\n", "", []string{`config: segment.load_timeout: invalid duration "5"`}},
-		{"yes is not a value of auto_create", "segment:\n  auto_create: yes\n", "", []string{`config: segment.auto_create: must be one of on, off, admin, got "yes"`}},
-		{"value error and validation", "segment:\n  loaders: 0\n", "", []string{"config: segment.loaders: must be >= 1, got 0"}},
+		{"number for a string", "server:\n  password: 0123\n", "", []string{"leaf.yaml:2: server.password: want a string, got int 83"}},
+		{"list for a string", "server:\n  addr: [a, b]\n", "", []string{"leaf.yaml:2: server.addr: want a string"}},
+		{"fraction for an integer", "segment:\n  loaders: 1.5\n", "", []string{`leaf.yaml:2: segment.loaders: invalid integer "1.5"`}},
+		{"duration without unit", "segment:\n  load_timeout: 5\n", "", []string{`leaf.yaml:2: segment.load_timeout: invalid duration "5"`}},
+		{"yes is not a value of auto_create", "segment:\n  auto_create: yes\n", "", []string{`leaf.yaml:2: segment.auto_create: must be one of on, off, admin, got "yes"`}},
+		{"value error and validation", "segment:\n  loaders: 0\n", "", []string{"leaf.yaml:2: segment.loaders: must be >= 1, got 0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,19 +18,21 @@ const maxSecretFile = 64 << 10
 
 // readSecrets sets the passwords from their files. Setting a password and
 // its file at once is an error: which one wins would be a guess.
-func (c *Config) readSecrets() error {
+// name is how errors name a key: the variable, the flag or the file and
+// line that set it (Load's).
+func (c *Config) readSecrets(name func(key string) string) error {
 	var errs []error
 	read := func(key, file string, dst *string, other string) {
 		if file == "" {
 			return
 		}
 		if *dst != "" {
-			errs = append(errs, fmt.Errorf("config: %s: set together with %s (set one)", key, other))
+			errs = append(errs, fmt.Errorf("config: %s: set together with %s (set one)", name(key), other))
 			return
 		}
 		pw, err := readSecretFile(file)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("config: %s: %w", key, err))
+			errs = append(errs, fmt.Errorf("config: %s: %w", name(key), err))
 			return
 		}
 		*dst = pw

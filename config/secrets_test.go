@@ -30,9 +30,9 @@ func TestPasswordFile(t *testing.T) {
 		{"first line", []string{"LEAF_SERVER_PASSWORD_FILE=" + good}, "hunter2", "", ""},
 		{"CRLF", []string{"LEAF_SERVER_ADMIN_PASSWORD_FILE=" + crlf}, "", "adm", ""},
 		{"both set", []string{"LEAF_SERVER_PASSWORD=x", "LEAF_SERVER_PASSWORD_FILE=" + good}, "", "",
-			"config: server.password_file: set together with server.password (set one)"},
+			"(server.password_file): set together with server.password (set one)"},
 		{"empty file", []string{"LEAF_SERVER_PASSWORD_FILE=" + empty}, "", "", "the first line is empty"},
-		{"missing file", []string{"LEAF_SERVER_PASSWORD_FILE=" + filepath.Join(dir, "nosuch")}, "", "", "config: server.password_file: open "},
+		{"missing file", []string{"LEAF_SERVER_PASSWORD_FILE=" + filepath.Join(dir, "nosuch")}, "", "", "(server.password_file): open "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Load(nil, tc.env)
@@ -98,14 +98,14 @@ func TestHTTPProtectedMode(t *testing.T) {
 		err  string // "" when valid
 	}{
 		{"loopback", []string{"LEAF_HTTP_ADDR=127.0.0.1:0"}, ""},
-		{"beyond loopback", []string{"LEAF_HTTP_ADDR=0.0.0.0:0"}, `config: http.addr: "0.0.0.0:0" listens beyond loopback and server.password is empty`},
+		{"beyond loopback", []string{"LEAF_HTTP_ADDR=0.0.0.0:0"}, `http.addr): "0.0.0.0:0" listens beyond loopback and server.password is empty`},
 		{"with a password", []string{"LEAF_HTTP_ADDR=:0", "LEAF_SERVER_PASSWORD=p"}, ""},
 		{"protected mode off", []string{"LEAF_HTTP_ADDR=:0", "LEAF_SERVER_PROTECTED_MODE=false"}, ""},
-		{"pprof beyond loopback", []string{"LEAF_HTTP_ADDR=:0", "LEAF_SERVER_PROTECTED_MODE=false", "LEAF_HTTP_PPROF=true"}, "config: http.pprof: on while http.addr"},
+		{"pprof beyond loopback", []string{"LEAF_HTTP_ADDR=:0", "LEAF_SERVER_PROTECTED_MODE=false", "LEAF_HTTP_PPROF=true"}, "(http.pprof): on while http.addr"},
 		{"pprof behind a password", []string{"LEAF_HTTP_ADDR=:0", "LEAF_SERVER_PASSWORD=p", "LEAF_HTTP_PPROF=true"}, ""},
-		{"https without a certificate", []string{"LEAF_HTTP_ADDR=127.0.0.1:0", "LEAF_HTTP_TLS=true"}, "config: http.tls: on without server.tls_cert"},
-		{"client CA without TLS", []string{"LEAF_SERVER_TLS_CLIENT_CA=ca.pem"}, "config: server.tls_client_ca: set without server.tls_cert"},
-		{"bad host", []string{"LEAF_HTTP_ALLOWED_HOSTS=a.example, http://b"}, `config: http.allowed_hosts: "http://b" is not a host`},
+		{"https without a certificate", []string{"LEAF_HTTP_ADDR=127.0.0.1:0", "LEAF_HTTP_TLS=true"}, "(http.tls): on without server.tls_cert"},
+		{"client CA without TLS", []string{"LEAF_SERVER_TLS_CLIENT_CA=ca.pem"}, "(server.tls_client_ca): set without server.tls_cert"},
+		{"bad host", []string{"LEAF_HTTP_ALLOWED_HOSTS=a.example, http://b"}, `(http.allowed_hosts): "http://b" is not a host`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(nil, tc.env)

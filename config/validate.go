@@ -17,10 +17,14 @@ import (
 // each, in the form "config: <key>: <problem>, got <value>". Load calls it;
 // a Config built by hand (tests, embedding) can call it too. It never
 // prints a password or a DSN.
-func (c Config) Validate() error {
+func (c Config) Validate() error { return c.validate(func(key string) string { return key }) }
+
+// validate is Validate with each key named by name(key): Load names the
+// environment variable, flag or file line that set it.
+func (c Config) validate(name func(key string) string) error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("config: %s: %s", name(key), fmt.Sprintf(format, args...)))
 	}
 	atLeast := func(key string, got, low int64) {
 		if got < low {

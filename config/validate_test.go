@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -91,6 +92,19 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			msg := loadErr(t, nil, tt.environ)
+			// The error names the variable the user set, then its key.
+			for _, kv := range tt.environ {
+				name, _, _ := strings.Cut(kv, "=")
+				key := strings.ToLower(strings.Replace(strings.TrimPrefix(name, "LEAF_"), "_", ".", 1))
+				named := func(s string) string {
+					return strings.ReplaceAll(s, "config: "+key+":", "config: "+name+" ("+key+"):")
+				}
+				tt.exact = named(tt.exact)
+				tt.want = slices.Clone(tt.want)
+				for i := range tt.want {
+					tt.want[i] = named(tt.want[i])
+				}
+			}
 			if tt.exact != "" && msg != tt.exact {
 				t.Errorf("error\n got %q\nwant %q", msg, tt.exact)
 			}
@@ -134,12 +148,12 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	msg := loadErr(t, []string{"--log.format=xml"}, []string{"LEAF_SEGMENT_LOADERS=0", "LEAF_SERVER_ADDR=nope", "LEAF_SEGMENT_MAX_BATCH=x", "LEAF_STORE_DRIVER=pg"})
 	// A value that does not parse stops before validation; the rest are reported together.
-	if msg != `config: segment.max_batch: invalid integer "x"` {
+	if msg != `config: LEAF_SEGMENT_MAX_BATCH (segment.max_batch): invalid integer "x"` {
 		t.Errorf("parse errors: got %q", msg)
 	}
 	msg = loadErr(t, []string{"--log.format=xml"}, []string{"LEAF_SEGMENT_LOADERS=0", "LEAF_SERVER_ADDR=nope", "LEAF_STORE_DRIVER=pg"})
 	lines := strings.Split(msg, "\n")
-	want := []string{"config: server.addr:", "config: store.driver:", "config: log.format:", "config: segment.loaders:"}
+	want := []string{"config: LEAF_SERVER_ADDR (server.addr):", "config: LEAF_STORE_DRIVER (store.driver):", "config: --log.format:", "config: LEAF_SEGMENT_LOADERS (segment.loaders):"}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), msg)
 	}

@@ -50,7 +50,7 @@ func sqliteStore(t *testing.T, dir string) store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return store{name: "sqlite", env: []string{"LEAF_STORE_DRIVER=sqlite", "LEAF_STORE_DSN=" + path}, db: db, raw: storetest.SQLRaw(db)}
+	return store{name: "sqlite", env: []string{"LEAF_STORE_DRIVER=sqlite", "LEAF_STORE_DSN=" + path, "LEAF_STORE_CREATE_DATABASE=true"}, db: db, raw: storetest.SQLRaw(db)}
 }
 
 // forEachSharedStore runs f on a fresh SQLite file in dir, on a fresh

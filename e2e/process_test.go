@@ -50,7 +50,7 @@ func TestRestart(t *testing.T) {
 func TestTwoProcessesOneSQLiteFile(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "shared.db")
-	env := []string{"LEAF_STORE_DSN=" + db, "LEAF_SEGMENT_DEFAULT_STEP=10", "LEAF_SEGMENT_MAX_STEP=40"}
+	env := []string{"LEAF_STORE_DSN=" + db, "LEAF_STORE_CREATE_DATABASE=true", "LEAF_SEGMENT_DEFAULT_STEP=10", "LEAF_SEGMENT_MAX_STEP=40"}
 	a := startLeaf(t, dir, env...)
 	b := startLeaf(t, dir, env...)
 	ca, cb := a.client(t), b.client(t)

@@ -165,7 +165,7 @@ for procs in ${LEAF_GOMAXPROCS:-default}; do
 	env=()
 	[ "$procs" = default ] || env=("GOMAXPROCS=$procs")
 	mkdir -p "$work/$name"
-	(cd "$work/$name" && exec env "${env[@]}" ../leaf --server.addr=127.0.0.1:0 --store.dsn="$work/$name/leaf.db") \
+	(cd "$work/$name" && exec env "${env[@]}" ../leaf --server.addr=127.0.0.1:0 --store.dsn="$work/$name/leaf.db" --store.create_database) \
 		>"$work/$name/log" 2>&1 &
 	pids+=("$!")
 	spid[$name]=$!

@@ -9,7 +9,17 @@ apt_install() {
 		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && ours=1
 	fi
 	local rc=0
-	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } >&2 || rc=$?
+	# Another apt-get (a parallel install) may hold apt's locks for a
+	# while: wait for them (up to 10 minutes) rather than fail.
+	local try out
+	for ((try = 0; try < 120; try++)); do
+		rc=0
+		out=$({ apt-get -o DPkg::Lock::Timeout=5 update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=5 install -y -qq --no-install-recommends "$@"; } 2>&1) || rc=$?
+		[ $rc != 0 ] && grep -q 'Could not get lock' <<<"$out" || break
+		sleep 5
+	done
+	printf '%s\n' "$out" >&2
 	if [ -n "$ours" ]; then rm -f "$policy"; fi
 	return $rc
 }

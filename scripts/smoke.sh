@@ -21,7 +21,7 @@ CGO_ENABLED=0 go build -o "$work/leaf" .
 
 start() {
 	: >"$work/log"
-	(cd "$work" && exec ./leaf --server.addr=127.0.0.1:0 --store.dsn="$work/leaf.db") >"$work/log" 2>&1 &
+	(cd "$work" && exec ./leaf --server.addr=127.0.0.1:0 --store.dsn="$work/leaf.db" --store.create_database) >"$work/log" 2>&1 &
 	pid=$!
 	wait_log "$work/log" 'msg=serving' 20
 	port=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/log" | head -1)

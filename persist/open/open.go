@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/leaf-id/leaf/config"
@@ -64,13 +65,7 @@ func Store(ctx context.Context, c config.StoreConfig, o Options) (persist.Backen
 func backend(ctx context.Context, c config.StoreConfig, o Options, opts persist.Options) (persist.Backend, error) {
 	switch c.Driver {
 	case "sqlite":
-		if o.ReadOnly {
-			if _, err := os.Stat(c.DSN); errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("%w: the file does not exist "+
-					"(set store.dsn to the file the server uses, or run from the server's working directory)", ErrNoDatabase)
-			}
-		}
-		return nonNil(sqlite.Open(ctx, c.DSN, opts))
+		return openSQLite(ctx, c, o, opts)
 	case "mysql":
 		if o.Lazy {
 			return nonNil(mysql.OpenDeferred(ctx, c.DSN, opts))
@@ -89,6 +84,47 @@ func backend(ctx context.Context, c config.StoreConfig, o Options, opts persist.
 		}, opts))
 	}
 	return nil, fmt.Errorf("%w: unknown store.driver", persist.ErrInvalid)
+}
+
+// openSQLite opens the SQLite file of store.dsn. A file that does not
+// exist is a new, empty store in which every tag starts at 1 again: for an
+// ID service, a mistyped path would repeat every ID handed out. So it is
+// created only where the user allowed it (./data/, the default's
+// directory, or store.create_database), and its creation is logged at warn.
+func openSQLite(ctx context.Context, c config.StoreConfig, o Options, opts persist.Options) (persist.Backend, error) {
+	_, err := os.Stat(c.DSN)
+	missing := errors.Is(err, os.ErrNotExist)
+	switch {
+	case missing && o.ReadOnly:
+		return nil, fmt.Errorf("%w: the file does not exist "+
+			"(set store.dsn to the file the server uses, or run from the server's working directory)", ErrNoDatabase)
+	case missing && !c.CreateDatabase && !inDefaultDir(c.DSN):
+		return nil, fmt.Errorf("%w: the file does not exist, and a new file would be an empty store whose tags "+
+			"all start at 1 again; check the path (the server's files are where it ran), or set "+
+			"store.create_database: true to create a new store there (leaf creates one unasked only in ./%s/)",
+			ErrNoDatabase, filepath.Dir(config.DefaultSQLiteDSN))
+	}
+	s, err := sqlite.Open(ctx, c.DSN, opts)
+	if err != nil {
+		return nil, err
+	}
+	if missing {
+		opts.Log().Warn("persist: created a new, empty SQLite database: every tag starts from its first ID here; "+
+			"if this server ran before, its database is elsewhere (store.dsn)", "path", s.Path())
+	}
+	return s, nil
+}
+
+// inDefaultDir reports whether the SQLite file at path lies in the
+// directory of the default store.dsn (./data/), where a missing file is
+// created without store.create_database.
+func inDefaultDir(path string) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	dir, err := filepath.Abs(filepath.Dir(config.DefaultSQLiteDSN))
+	return err == nil && filepath.Dir(abs) == dir
 }
 
 // nonNil returns s as a Backend, or a nil Backend (not a nil *T in an

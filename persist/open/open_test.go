@@ -3,6 +3,7 @@ package open_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,62 @@ func TestSQLite(t *testing.T) {
 	defer ro.Close()
 	if tag, err := ro.Tag(t.Context(), "t"); err != nil || tag.MaxID != 11 {
 		t.Fatalf("read-only Tag = %+v, %v; want max_id 11", tag, err)
+	}
+}
+
+// A SQLite file that does not exist is created only in ./data/ or with
+// store.create_database, and its creation is logged at warn: a mistyped
+// path elsewhere stops start-up instead of starting every tag at 1 again.
+func TestSQLiteCreatesOnlyWhereAllowed(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // ./data/ is relative to the working directory
+	tests := []struct {
+		name, dsn string
+		create    bool
+		want      string // "" when the open must create the file
+	}{
+		{"the default path", config.DefaultSQLiteDSN, false, ""},
+		{"another file in data/", "data/orders.db", false, ""},
+		{"a mistyped directory", "/nonexistent/dir/x.db", false, "no database: the file does not exist, and a new file would be an empty store"},
+		{"a file beside data/", "leaf.db", false, "set store.create_database: true"},
+		{"a directory under data/", "data/sub/leaf.db", false, "no database"},
+		{"anywhere with create_database", filepath.Join(dir, "elsewhere", "leaf.db"), true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := storeConfig("sqlite", tt.dsn)
+			c.CreateDatabase = tt.create
+			var logs strings.Builder
+			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			s, err := open.Store(t.Context(), c, open.Options{Logger: log})
+			if tt.want != "" {
+				if !errors.Is(err, open.ErrNoDatabase) || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("open = %v, want ErrNoDatabase saying %q", err, tt.want)
+				}
+				if _, err := os.Stat(tt.dsn); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the refused open left a file behind: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			_ = s.Close()
+			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "created a new, empty SQLite database") {
+				t.Errorf("creating the file logged %q, want a warning", logs.String())
+			}
+			// Opened again, the file exists: no warning.
+			logs.Reset()
+			c.CreateDatabase = false
+			s, err = open.Store(t.Context(), c, open.Options{Logger: log})
+			if err != nil {
+				t.Fatalf("open of the existing file: %v", err)
+			}
+			_ = s.Close()
+			if logs.Len() != 0 {
+				t.Errorf("opening an existing file logged %q", logs.String())
+			}
+		})
 	}
 }
 
