@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"golang.org/x/time/rate"
 
@@ -27,9 +28,36 @@ import (
 // shows them for every connection.
 const maxClientAttr = 256
 
-// initSecurity sets up the refusal log.
+// adminOnly are the commands that, with an admin password set, only the
+// admin user may run besides the administrative ones (cmd_admin.go): they
+// show or end every client's connection.
+var adminOnly = []string{"client|list", "client|kill"}
+
+// initSecurity sets up the refusal log and puts the adminOnly commands
+// the table has behind adminOK.
 func (s *Server) initSecurity() {
 	s.failLog = ratelog.New(s.log, slog.LevelWarn, "authentication failed", ratelog.Options{Now: s.now})
+	for _, name := range adminOnly {
+		cmd := s.cmds[name]
+		if container, sub, ok := strings.Cut(name, "|"); ok && s.cmds[container] != nil {
+			cmd = s.cmds[container].subs[sub]
+		}
+		if cmd == nil {
+			continue
+		}
+		fn, try := cmd.fn, cmd.try
+		cmd.fn = func(s *Server, c *client, conn *resp.Conn, args [][]byte) {
+			if s.adminOK(c, conn, name) {
+				fn(s, c, conn, args)
+			}
+		}
+		if try != nil {
+			// A refusal writes its reply where the command may block.
+			cmd.try = func(s *Server, c *client, conn *resp.Conn, args [][]byte) bool {
+				return (s.opts.AdminPassword == "" || c.admin) && try(s, c, conn, args)
+			}
+		}
+	}
 }
 
 // authFailed counts and logs a refused password (never the password), and

@@ -170,8 +170,8 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 		s.hasPass = true
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.initSecurity()
 	s.cmds, s.sorted = buildCommands()
+	s.initSecurity()
 	s.stats.init(s.sorted)
 	s.rs = resp.NewServer(s, resp.Options{
 		Logger:          opts.Logger,
