@@ -137,7 +137,7 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 	m := h.mux
 	// The methods each endpoint takes are checked before the mux
 	// (security.go: methodsOf).
-	m.Handle("/metrics", limit(h.g.renders, h.metricsHandler().ServeHTTP))
+	m.Handle("/metrics", h.g.limit(h.g.renders, h.metricsHandler().ServeHTTP))
 	m.HandleFunc("/healthz", h.healthz)
 	m.HandleFunc("/readyz", h.readyz)
 	// Leaf maps these with @RequestMapping and no method: GET and POST
@@ -145,16 +145,16 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 	m.HandleFunc("/api/segment/get/{key}", h.segmentGet)
 	m.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
 	m.HandleFunc("/decodeSnowflakeId", h.decodeSnowflake)
-	m.HandleFunc("/cache", limit(h.g.renders, h.cache))
-	m.HandleFunc("/{$}", limit(h.g.renders, h.status))
+	m.HandleFunc("/cache", h.g.limit(h.g.renders, h.cache))
+	m.HandleFunc("/{$}", h.g.limit(h.g.renders, h.status))
 	if opts.PProf {
 		// Mounted here, never on http.DefaultServeMux. cmdline hides the
 		// passwords; a profile or a trace burns CPU, so one at a time.
 		m.HandleFunc("/debug/pprof/", pprof.Index)
 		m.HandleFunc("/debug/pprof/cmdline", cmdline)
-		m.HandleFunc("/debug/pprof/profile", limit(h.g.profiles, pprof.Profile))
+		m.HandleFunc("/debug/pprof/profile", h.g.limit(h.g.profiles, pprof.Profile))
 		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		m.HandleFunc("/debug/pprof/trace", limit(h.g.profiles, pprof.Trace))
+		m.HandleFunc("/debug/pprof/trace", h.g.limit(h.g.profiles, pprof.Trace))
 	}
 	return h
 }

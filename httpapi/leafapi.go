@@ -189,7 +189,7 @@ func (h *handler) cache(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Link", strings.Join(links, ", "))
 	}
 	if wantsHTML(r) {
-		h.render(w, "cache.html", view)
+		h.render(w, r, "cache.html", view)
 		return
 	}
 	byKey := make(map[string]segmentBufferView, len(views))
@@ -197,6 +197,7 @@ func (h *handler) cache(w http.ResponseWriter, r *http.Request) {
 		byKey[v.Key] = v
 	}
 	body, err := json.Marshal(byKey)
+	releaseSlot(r)
 	if err != nil {
 		h.log.Error("cache: encoding", "err", err)
 		writeText(w, http.StatusInternalServerError, "encoding failed\n")

@@ -1,18 +1,32 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlite"
+	"github.com/leaf-id/leaf/segment"
 )
 
 // TestRenderLimit: with every render slot taken, a page or a scrape
-// answers 503 at once rather than adding its copy of the tags; the probes
-// and the API do not wait on the slots.
+// answers 503 (after slotWait) rather than adding its copy of the tags;
+// the probes do not wait on the slots; a slot freed lets a waiting page
+// through.
 func TestRenderLimit(t *testing.T) {
-	h := New(nil, Options{MaxRenders: 2}).(*handler)
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "leaf.db"), persist.Options{CreateSchema: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := New(segment.New(db, segment.DefaultOptions()), Options{MaxRenders: 2}).(*handler)
+	h.g.slotWait = time.Millisecond // the test waits for no real slotWait
 	h.g.renders <- struct{}{}
 	h.g.renders <- struct{}{}
 	for _, path := range []string{"/", "/cache", "/metrics"} {
@@ -26,6 +40,18 @@ func TestRenderLimit(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
 	if w.Code != http.StatusOK {
 		t.Errorf("GET /healthz = %d", w.Code)
+	}
+	// A page waiting for a slot gets one when a render ends.
+	h.g.slotWait = time.Hour
+	done := make(chan int)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		done <- w.Code
+	}()
+	<-h.g.renders
+	if code := <-done; code == http.StatusServiceUnavailable {
+		t.Errorf("a page waiting for a freed slot: %d", code)
 	}
 }
 

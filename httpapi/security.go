@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/leaf-id/leaf/internal/ratelog"
 )
@@ -54,6 +56,7 @@ type guard struct {
 	crossOrigin *http.CrossOriginProtection
 	renders     chan struct{} // a slot per page or scrape in progress (limit)
 	profiles    chan struct{} // a slot for the one profile or trace at a time
+	slotWait    time.Duration // slotWait; tests shorten it
 }
 
 func newGuard(opts Options, log *slog.Logger) *guard {
@@ -64,6 +67,7 @@ func newGuard(opts Options, log *slog.Logger) *guard {
 		crossOrigin: http.NewCrossOriginProtection(),
 		renders:     make(chan struct{}, opts.MaxRenders),
 		profiles:    make(chan struct{}, 1),
+		slotWait:    slotWait,
 	}
 	if opts.Password != "" {
 		g.pass, g.hasPass = sha256.Sum256([]byte(opts.Password)), true
@@ -247,18 +251,47 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 	return "", false
 }
 
-// limit serves next only while one of slots is free, else answers 503 at
-// once: what a page or a scrape holds is bounded by the slots, whatever
-// the number of clients.
-func limit(slots chan struct{}, next http.HandlerFunc) http.HandlerFunc {
+// slotWait is how long a page or a scrape waits for a render slot before
+// it answers 503.
+const slotWait = 2 * time.Second
+
+// limit serves next only with one of slots, waiting up to slotWait for
+// one, else answers 503: what pages and scrapes hold is bounded by the
+// slots, whatever the number of clients. A handler that renders into a
+// buffer gives its slot back before it writes (releaseSlot), so a client
+// that reads slowly does not hold one.
+func (g *guard) limit(slots chan struct{}, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(g.slotWait)
+		defer t.Stop()
 		select {
 		case slots <- struct{}{}:
-			defer func() { <-slots }()
-			next(w, r)
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeText(w, http.StatusServiceUnavailable, "busy: too many pages being rendered at once; try again\n")
+		case <-t.C:
+			busy(w)
+			return
+		case <-r.Context().Done():
+			return
 		}
+		var once sync.Once
+		release := func() { once.Do(func() { <-slots }) }
+		defer release()
+		next(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, release)))
 	}
+}
+
+// slotKey is the context key of a request's render slot's release.
+type slotKey struct{}
+
+// releaseSlot gives the request's render slot back, once it holds what it
+// will write.
+func releaseSlot(r *http.Request) {
+	if release, ok := r.Context().Value(slotKey{}).(func()); ok {
+		release()
+	}
+}
+
+// busy answers 503: every render slot stayed taken.
+func busy(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeText(w, http.StatusServiceUnavailable, "busy: too many pages being rendered at once; try again\n")
 }

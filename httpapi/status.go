@@ -117,7 +117,7 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Tags[i] = row
 	}
-	h.render(w, "status.html", p)
+	h.render(w, r, "status.html", p)
 }
 
 // paginate picks the page asked for (1-based; a bad or too large number
@@ -152,10 +152,13 @@ func (p *statusPage) paginate(n, size int, asked string) {
 }
 
 // render executes a template into a buffer first, so a failure answers a
-// clean 500 instead of half a page.
-func (h *handler) render(w http.ResponseWriter, name string, data any) {
+// clean 500 instead of half a page, and the render slot is free before the
+// page is written.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, data any) {
 	var b bytes.Buffer
-	if err := h.tmpl.ExecuteTemplate(&b, name, data); err != nil {
+	err := h.tmpl.ExecuteTemplate(&b, name, data)
+	releaseSlot(r)
+	if err != nil {
 		h.log.Error("rendering "+name, "err", err)
 		writeText(w, http.StatusInternalServerError, "rendering failed\n")
 		return
