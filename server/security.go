@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaf-id/leaf/internal/ratelog"
 	"github.com/leaf-id/leaf/resp"
+	"github.com/leaf-id/leaf/segment"
 )
 
 // What a stranger or one client may cost the server (README, "Security"):
@@ -37,6 +38,11 @@ var adminOnly = []string{"client|list", "client|kill"}
 // the table has behind adminOK.
 func (s *Server) initSecurity() {
 	s.failLog = ratelog.New(s.log, slog.LevelWarn, "authentication failed", ratelog.Options{Now: s.now})
+	if s.opts.CreatePolicy == "admin" && s.opts.AdminPassword != "" {
+		// A request made with the server's context rather than a
+		// connection's is no admin's: it creates no tag.
+		s.ctx = segment.WithCreator(s.ctx, noCreator{})
+	}
 	for _, name := range adminOnly {
 		cmd := s.cmds[name]
 		if container, sub, ok := strings.Cut(name, "|"); ok && s.cmds[container] != nil {
@@ -73,6 +79,14 @@ func (s *Server) authFailed(c *client, conn *resp.Conn) {
 			"failures", c.authFailures, "max_auth_failures", m)
 		conn.Quit()
 	}
+}
+
+// noCreator refuses every creation (the server's own context under
+// segment.auto_create admin).
+type noCreator struct{}
+
+func (noCreator) MayCreate(string) error {
+	return errors.New("only the admin user's requests create tags (segment.auto_create: admin)")
 }
 
 // MayCreate is the connection's segment.Creator: the admin user's when
