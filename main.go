@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/leaf-id/leaf/cli"
 	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/config"
@@ -75,11 +77,16 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	log := newLogger(cfg.Log, stderr)
 	log.Info("starting leaf", "version", build.Version, "revision", build.Revision, "config", cfg)
+	warnExposure(cfg, args, log)
 	var tlsConf *tls.Config // server.tls_cert and server.tls_key: TLS instead of plain TCP
 	if cfg.Server.TLSCert != "" {
-		if tlsConf, err = server.LoadTLS(cfg.Server.TLSCert, cfg.Server.TLSKey); err != nil {
-			return fmt.Errorf("server.tls_cert, server.tls_key: %w", err)
+		var certs *server.Certs
+		tlsConf, certs, err = server.NewTLS(server.TLSOptions{
+			Cert: cfg.Server.TLSCert, Key: cfg.Server.TLSKey, ClientCA: cfg.Server.TLSClientCA, Logger: log})
+		if err != nil {
+			return fmt.Errorf("server.tls_cert, server.tls_key, server.tls_client_ca: %w", err)
 		}
+		reloadOnHangup(ctx, certs, log)
 	}
 
 	// A database that cannot be reached does not stop the start (Lazy):
@@ -134,8 +141,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Revision:      build.Revision,
 		Logger:        log,
 		// A descriptor per client, and some for the listeners, the
-		// database, the event loops and files.
-		MaxClients:      server.FitFileLimit(cfg.Server.MaxClients, 32+cfg.Store.MaxOpenConns, log),
+		// database, the event loops, files and the HTTP connections.
+		MaxClients:      server.FitFileLimit(cfg.Server.MaxClients, 32+cfg.Store.MaxOpenConns+httpConns(cfg.HTTP), log),
 		MaxRequestBytes: cfg.Server.MaxRequestBytes,
 		IdleTimeout:     cfg.Server.IdleTimeout,
 		MaxPipeline:     cfg.Server.MaxPipeline,
@@ -144,8 +151,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		ScriptTimeLimit: cfg.Server.ScriptTimeLimit,
 		TLS:             tlsConf,
 		Cluster:         node,
+		MaxAuthFailures: cfg.Server.MaxAuthFailures,
+		AuthTimeout:     cfg.Server.AuthTimeout,
+		CreatePolicy:    cfg.Segment.AutoCreate,
+		CreateRate:      cfg.Segment.CreateRate,
+		CertLogin:       cfg.Server.TLSClientCA != "",
 	})
-	web, err := startHTTP(cfg.HTTP, httpapi.New(alloc, httpapi.Options{
+	web, err := startHTTP(cfg.HTTP, tlsConf, httpapi.New(alloc, httpapi.Options{
 		Server:         srv,
 		StoreLatency:   storeLatency,
 		MetricsMaxTags: cfg.HTTP.MetricsMaxTags,
@@ -155,6 +167,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Logger:         log,
 		Cluster:        node,
 		Snowflake:      gen,
+		Password:       cfg.Server.Password,
+		AdminPassword:  cfg.Server.AdminPassword,
+		MetricsOpen:    !cfg.HTTP.MetricsAuth,
+		AllowedHosts:   cfg.HTTP.Hosts(),
+		AutoCreate:     cfg.HTTP.AutoCreate && cfg.Segment.AutoCreate != config.AutoCreateOff,
+		CreatePolicy:   cfg.Segment.AutoCreate,
+		CreateRate:     cfg.Segment.CreateRate,
 	}), log)
 	if err != nil {
 		ln.Close()
@@ -237,8 +256,10 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 }
 
 // startHTTP serves h on http.addr (metrics, health, Leaf's HTTP API, the
-// status page); nil when http.addr is empty.
-func startHTTP(c config.HTTPConfig, h http.Handler, log *slog.Logger) (*http.Server, error) {
+// status page), over TLS with the Redis port's certificate when http.tls
+// is on; nil when http.addr is empty. At most http.max_conns connections
+// are open at once: the others wait in the listen backlog.
+func startHTTP(c config.HTTPConfig, tlsConf *tls.Config, h http.Handler, log *slog.Logger) (*http.Server, error) {
 	if c.Addr == "" {
 		return nil, nil
 	}
@@ -246,10 +267,18 @@ func startHTTP(c config.HTTPConfig, h http.Handler, log *slog.Logger) (*http.Ser
 	if err != nil {
 		return nil, fmt.Errorf("listen on http.addr %s: %w", c.Addr, err)
 	}
+	addr := ln.Addr().String()
+	ln = netutil.LimitListener(ln, c.MaxConns)
+	if c.TLS {
+		conf := tlsConf.Clone()
+		conf.NextProtos = []string{"h2", "http/1.1"}
+		ln = tls.NewListener(ln, conf)
+	}
 	web := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() {
@@ -257,8 +286,16 @@ func startHTTP(c config.HTTPConfig, h http.Handler, log *slog.Logger) (*http.Ser
 			log.Error("http server stopped", "err", err)
 		}
 	}()
-	log.Info("serving http", "addr", ln.Addr().String(), "pprof", c.PProf)
+	log.Info("serving http", "addr", addr, "tls", c.TLS, "pprof", c.PProf, "max_conns", c.MaxConns)
 	return web, nil
+}
+
+// httpConns is how many descriptors the HTTP side may hold.
+func httpConns(c config.HTTPConfig) int {
+	if c.Addr == "" {
+		return 0
+	}
+	return c.MaxConns
 }
 
 // allocatorOptions maps the segment section onto the allocator.
@@ -271,9 +308,10 @@ func allocatorOptions(c config.SegmentConfig, log *slog.Logger) segment.Options 
 	o.Loaders = c.Loaders
 	o.LoadTimeout = c.LoadTimeout
 	o.SyncInterval = c.SyncInterval
-	o.AutoCreate = c.AutoCreate
+	o.AutoCreate = c.AutoCreate != config.AutoCreateOff
 	o.MaxBatch = c.MaxBatch
 	o.MaxRetryBackoff = c.MaxRetryBackoff
+	o.MaxTags = c.MaxTags
 	o.Logger = log
 	return o
 }

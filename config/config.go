@@ -43,13 +43,18 @@ type ServerConfig struct {
 	Addr            string        // server.addr: host:port to listen on
 	Password        string        // server.password: AUTH password, "" = none
 	AdminPassword   string        // server.admin_password: user admin's password; set: LEAF.CREATE/STEP/FLOOR and SET need AUTH admin, "" = any client may run them
+	PasswordFile    string        // server.password_file: file holding server.password (its first line)
+	AdminPassFile   string        // server.admin_password_file: file holding server.admin_password (its first line)
 	MaxClients      int           // server.max_clients: open connections at most
 	MaxRequestBytes int           // server.max_request_bytes: largest request accepted
 	IdleTimeout     time.Duration // server.idle_timeout: close idle connections, 0 = never
+	MaxAuthFailures int           // server.max_auth_failures: close a connection after this many wrong passwords, 0 = never
+	AuthTimeout     time.Duration // server.auth_timeout: with a password, close a connection not authenticated this long after it opened, 0 = never
 	MaxPipeline     int           // server.max_pipeline: commands a connection runs per turn before its replies are written
 	EventLoops      int           // server.event_loops: event loops serving plain TCP, 0 = one per core but one, -1 = a goroutine per connection
 	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
 	TLSKey          string        // server.tls_key: PEM key file for TLSCert
+	TLSClientCA     string        // server.tls_client_ca: PEM CA file; set: clients must show a certificate it signed (mTLS)
 	ProtectedMode   bool          // server.protected_mode: refuse a non-loopback addr without a password
 	Databases       int           // server.databases: databases SELECT may choose, each its own namespace of tags
 	ScriptTimeLimit time.Duration // server.script_time_limit: a Lua script running longer is stopped
@@ -72,9 +77,26 @@ type StoreConfig struct {
 
 // HTTPConfig is the optional HTTP listener for metrics and pprof (section http).
 type HTTPConfig struct {
-	Addr           string // http.addr: host:port, "" = no HTTP listener
-	PProf          bool   // http.pprof: serve /debug/pprof/
-	MetricsMaxTags int    // http.metrics_max_tags: tags with their own metric series at most
+	Addr           string        // http.addr: host:port, "" = no HTTP listener
+	PProf          bool          // http.pprof: serve /debug/pprof/
+	MetricsMaxTags int           // http.metrics_max_tags: tags with their own metric series at most
+	TLS            bool          // http.tls: serve HTTPS with server.tls_cert, server.tls_key and server.tls_client_ca
+	AllowedHosts   string        // http.allowed_hosts: comma-separated Host header values accepted, "" = any
+	MaxConns       int           // http.max_conns: HTTP connections open at once, at most
+	IdleTimeout    time.Duration // http.idle_timeout: close a keep-alive connection idle this long
+	AutoCreate     bool          // http.auto_create: Leaf's HTTP API creates unknown tags (as segment.auto_create allows)
+	MetricsAuth    bool          // http.metrics_auth: /metrics needs the password when one is set
+}
+
+// Hosts returns AllowedHosts as a list, without spaces or empty entries.
+func (c HTTPConfig) Hosts() []string {
+	var out []string
+	for h := range strings.SplitSeq(c.AllowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // LogConfig is the process log (section log).
@@ -92,7 +114,9 @@ type SegmentConfig struct {
 	Loaders         int           // segment.loaders: background load workers
 	LoadTimeout     time.Duration // segment.load_timeout: deadline of one database load
 	SyncInterval    time.Duration // segment.sync_interval: how often the tag list is re-read
-	AutoCreate      bool          // segment.auto_create: create unknown tags on first use
+	AutoCreate      string        // segment.auto_create: create unknown tags on first use: "on", "off" or "admin" (only the admin user's requests)
+	MaxTags         int           // segment.max_tags: tags this server holds at most before it refuses to create more, 0 = no limit
+	CreateRate      float64       // segment.create_rate: tag creations per second per client connection, 0 = no limit
 	MaxBatch        int64         // segment.max_batch: largest n for INCRBY
 	MaxRetryBackoff time.Duration // segment.max_retry_backoff: longest wait between probes of a database that is away
 }
@@ -129,6 +153,8 @@ func Default() Config {
 			MaxClients:      10000,
 			MaxRequestBytes: 64 << 10,
 			MaxPipeline:     1024,
+			MaxAuthFailures: 10,
+			AuthTimeout:     10 * time.Second,
 			ProtectedMode:   true,
 			Databases:       16,
 			ScriptTimeLimit: 5 * time.Second,
@@ -143,6 +169,9 @@ func Default() Config {
 		},
 		HTTP: HTTPConfig{
 			MetricsMaxTags: 1000,
+			MaxConns:       256,
+			IdleTimeout:    30 * time.Second,
+			MetricsAuth:    true,
 		},
 		Log: LogConfig{
 			Level:  "info",
@@ -156,7 +185,9 @@ func Default() Config {
 			Loaders:         8,
 			LoadTimeout:     2 * time.Second,
 			SyncInterval:    time.Minute,
-			AutoCreate:      true,
+			AutoCreate:      AutoCreateOn,
+			MaxTags:         1_000_000,
+			CreateRate:      100,
 			MaxBatch:        100_000,
 			MaxRetryBackoff: 10 * time.Second,
 		},
@@ -174,6 +205,13 @@ func Default() Config {
 		},
 	}
 }
+
+// The values of segment.auto_create.
+const (
+	AutoCreateOn    = "on"    // any client's first INCR of a tag creates it
+	AutoCreateOff   = "off"   // unknown tags are an error; LEAF.CREATE makes them
+	AutoCreateAdmin = "admin" // only requests of the admin user create tags
+)
 
 // DefaultSQLiteDSN is the default store.dsn: a SQLite file under ./data/.
 const DefaultSQLiteDSN = "data/leaf.db"
@@ -193,15 +231,20 @@ type key struct {
 func keys() []key {
 	return []key{
 		{"server.addr", "host:port for Redis clients", func(c *Config) any { return &c.Server.Addr }},
-		{"server.password", "password clients must AUTH with; empty: none", func(c *Config) any { return &c.Server.Password }},
-		{"server.admin_password", "password of user admin, required for LEAF.CREATE/STEP/FLOOR and SET; empty: any client may run them", func(c *Config) any { return &c.Server.AdminPassword }},
+		{"server.password", "password clients must AUTH with; empty: none (a flag shows in ps: prefer server.password_file or LEAF_SERVER_PASSWORD)", func(c *Config) any { return &c.Server.Password }},
+		{"server.admin_password", "password of user admin, required for LEAF.CREATE/STEP/FLOOR and SET; empty: any client may run them (a flag shows in ps: prefer the file or LEAF_SERVER_ADMIN_PASSWORD)", func(c *Config) any { return &c.Server.AdminPassword }},
+		{"server.password_file", "file whose first line is server.password (kept out of ps and the environment)", func(c *Config) any { return &c.Server.PasswordFile }},
+		{"server.admin_password_file", "file whose first line is server.admin_password", func(c *Config) any { return &c.Server.AdminPassFile }},
 		{"server.max_clients", "open client connections at most", func(c *Config) any { return &c.Server.MaxClients }},
 		{"server.max_request_bytes", "largest request a client may send, in bytes", func(c *Config) any { return &c.Server.MaxRequestBytes }},
 		{"server.idle_timeout", "close connections idle this long; 0: never", func(c *Config) any { return &c.Server.IdleTimeout }},
+		{"server.max_auth_failures", "close a connection after this many wrong passwords; 0: never", func(c *Config) any { return &c.Server.MaxAuthFailures }},
+		{"server.auth_timeout", "with a password, close connections not authenticated this long after connecting; 0: never", func(c *Config) any { return &c.Server.AuthTimeout }},
 		{"server.max_pipeline", "commands a connection runs per turn before its replies are written", func(c *Config) any { return &c.Server.MaxPipeline }},
 		{"server.event_loops", "event loops serving plain TCP connections; 0: one per core but one; -1: a goroutine per connection", func(c *Config) any { return &c.Server.EventLoops }},
 		{"server.tls_cert", "PEM certificate file; set with server.tls_key to serve TLS", func(c *Config) any { return &c.Server.TLSCert }},
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
+		{"server.tls_client_ca", "PEM CA file: clients must show a certificate it signed; CN default or admin logs in as that user", func(c *Config) any { return &c.Server.TLSClientCA }},
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},
 		{"server.databases", "databases SELECT may choose (0 to n-1), each its own namespace of tags", func(c *Config) any { return &c.Server.Databases }},
 		{"server.script_time_limit", "a Lua script (EVAL) running longer is stopped with an error", func(c *Config) any { return &c.Server.ScriptTimeLimit }},
@@ -220,6 +263,12 @@ func keys() []key {
 		{"http.addr", "host:port for metrics, health, the status page and Leaf's API; empty: off", func(c *Config) any { return &c.HTTP.Addr }},
 		{"http.pprof", "serve /debug/pprof/ on http.addr", func(c *Config) any { return &c.HTTP.PProf }},
 		{"http.metrics_max_tags", "tags that get their own metric series at most", func(c *Config) any { return &c.HTTP.MetricsMaxTags }},
+		{"http.tls", "serve HTTPS on http.addr with server.tls_cert, server.tls_key and server.tls_client_ca", func(c *Config) any { return &c.HTTP.TLS }},
+		{"http.allowed_hosts", "comma-separated Host header values accepted (host or host:port); empty: any", func(c *Config) any { return &c.HTTP.AllowedHosts }},
+		{"http.max_conns", "HTTP connections open at once, at most", func(c *Config) any { return &c.HTTP.MaxConns }},
+		{"http.idle_timeout", "close an HTTP keep-alive connection idle this long", func(c *Config) any { return &c.HTTP.IdleTimeout }},
+		{"http.auto_create", "let Leaf's HTTP API create unknown tags (as segment.auto_create allows)", func(c *Config) any { return &c.HTTP.AutoCreate }},
+		{"http.metrics_auth", "with server.password set, /metrics needs it too", func(c *Config) any { return &c.HTTP.MetricsAuth }},
 
 		{"log.level", "debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
 		{"log.format", "text or json", func(c *Config) any { return &c.Log.Format }},
@@ -231,7 +280,9 @@ func keys() []key {
 		{"segment.loaders", "background workers loading segments", func(c *Config) any { return &c.Segment.Loaders }},
 		{"segment.load_timeout", "deadline of one segment load from the database", func(c *Config) any { return &c.Segment.LoadTimeout }},
 		{"segment.sync_interval", "how often the tag list is re-read from the database", func(c *Config) any { return &c.Segment.SyncInterval }},
-		{"segment.auto_create", "create unknown tags on first use", func(c *Config) any { return &c.Segment.AutoCreate }},
+		{"segment.auto_create", "create unknown tags on first use: on, off, or admin (only the admin user's requests)", func(c *Config) any { return &c.Segment.AutoCreate }},
+		{"segment.max_tags", "tags this server holds at most; creating more is refused; 0: no limit", func(c *Config) any { return &c.Segment.MaxTags }},
+		{"segment.create_rate", "tag creations per second per client connection; 0: no limit", func(c *Config) any { return &c.Segment.CreateRate }},
 		{"segment.max_batch", "largest n accepted by INCRBY", func(c *Config) any { return &c.Segment.MaxBatch }},
 		{"segment.max_retry_backoff", "longest wait between probes of a database that is away", func(c *Config) any { return &c.Segment.MaxRetryBackoff }},
 

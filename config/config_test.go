@@ -147,7 +147,7 @@ func TestLogValueRedacts(t *testing.T) {
 		`"password":"REDACTED"`, `"admin_password":"REDACTED"`,
 		`"dsn":"leaf:REDACTED@tcp(db.internal:3306)/leafdb?parseTime=true"`,
 		`"addr":"127.0.0.1:6380"`, `"load_timeout":2000000000`, `"prefetch_at":0.1`,
-		`"file":"/etc/leaf.yaml"`, `"segment":{`, `"auto_create":true`,
+		`"file":"/etc/leaf.yaml"`, `"segment":{`, `"auto_create":"on"`,
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("log lacks %s:\n%s", w, out)

@@ -96,11 +96,18 @@ func Load(args []string, environ []string) (Config, error) {
 	name := func(key string) string { return cmp.Or(origin[key], key) }
 
 	for _, k := range keys() {
-		if err := assign(k.field(&cfg), v.Get(k.name)); err != nil {
+		raw := v.Get(k.name)
+		if k.name == "segment.auto_create" {
+			raw = autoCreateValue(raw)
+		}
+		if err := assign(k.field(&cfg), raw); err != nil {
 			errs = append(errs, fmt.Errorf("config: %s: %w", name(k.name), err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.readSecrets(name); err != nil {
 		return Config{}, err
 	}
 	if err := cfg.validate(name); err != nil {
@@ -195,7 +202,10 @@ func Usage(program string) string {
 	b.WriteString("Settings come from the defaults below, then the YAML file (--config, or\n")
 	b.WriteString("./leaf.yaml if present), then environment variables LEAF_<SECTION>_<KEY>\n")
 	b.WriteString("(e.g. LEAF_SERVER_ADDR, LEAF_SEGMENT_LOAD_TIMEOUT), then these flags.\n")
-	b.WriteString("Durations are Go durations: 500ms, 2s, 15m, 1h.\n\nFlags:\n")
+	b.WriteString("Durations are Go durations: 500ms, 2s, 15m, 1h.\n\n")
+	b.WriteString("Passwords: a flag is visible to every user of the machine (ps, /proc);\n")
+	b.WriteString("give them in server.password_file and server.admin_password_file, in\n")
+	b.WriteString("LEAF_SERVER_PASSWORD and LEAF_SERVER_ADMIN_PASSWORD, or in the file.\n\nFlags:\n")
 	b.WriteString(fset.FlagUsages())
 	return b.String()
 }

@@ -73,6 +73,11 @@ func (c Config) validate(name func(key string) string) error {
 		bad("server.addr", "%q listens beyond loopback and server.password is empty: set a password, "+
 			"listen on 127.0.0.1, or set server.protected_mode: false on a network you trust", s.Addr)
 	}
+	atLeast("server.max_auth_failures", int64(s.MaxAuthFailures), 0)
+	notNegative("server.auth_timeout", s.AuthTimeout)
+	if s.TLSClientCA != "" && s.TLSCert == "" {
+		bad("server.tls_client_ca", "set without server.tls_cert (client certificates need TLS)")
+	}
 	if s.TLSCert != "" && s.TLSKey == "" {
 		bad("server.tls_cert", "set without server.tls_key (set both or neither)")
 	}
@@ -108,10 +113,34 @@ func (c Config) validate(name func(key string) string) error {
 		bad("store.etcd_tls_cert", "and store.etcd_tls_key must be set together")
 	}
 
-	if c.HTTP.Addr != "" {
-		address("http.addr", c.HTTP.Addr)
+	h := c.HTTP
+	if h.Addr != "" {
+		address("http.addr", h.Addr)
+		beyond := checkAddr(h.Addr) == nil && !loopback(h.Addr)
+		switch {
+		case beyond && s.ProtectedMode && s.Password == "":
+			// The HTTP side hands out IDs and lists tags as the Redis
+			// port does: the same rule.
+			bad("http.addr", "%q listens beyond loopback and server.password is empty: set a password, "+
+				"listen on 127.0.0.1, or set server.protected_mode: false on a network you trust", h.Addr)
+		case beyond && h.PProf && s.Password == "":
+			// The profiler burns CPU on request and shows the process's
+			// memory: never open to the network.
+			bad("http.pprof", "on while http.addr %q listens beyond loopback and server.password is empty: "+
+				"set a password, or listen on 127.0.0.1", h.Addr)
+		}
 	}
-	atLeast("http.metrics_max_tags", int64(c.HTTP.MetricsMaxTags), 0)
+	atLeast("http.metrics_max_tags", int64(h.MetricsMaxTags), 0)
+	if h.TLS && s.TLSCert == "" {
+		bad("http.tls", "on without server.tls_cert and server.tls_key (HTTPS uses the same certificate)")
+	}
+	atLeast("http.max_conns", int64(h.MaxConns), 1)
+	positive("http.idle_timeout", h.IdleTimeout)
+	for _, host := range h.Hosts() {
+		if strings.ContainsAny(host, "/ \t@") {
+			bad("http.allowed_hosts", "%q is not a host or host:port", host)
+		}
+	}
 
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "text", "json")
@@ -133,6 +162,14 @@ func (c Config) validate(name func(key string) string) error {
 	positive("segment.load_timeout", g.LoadTimeout)
 	positive("segment.sync_interval", g.SyncInterval)
 	atLeast("segment.max_batch", g.MaxBatch, 1)
+	oneOf("segment.auto_create", g.AutoCreate, AutoCreateOn, AutoCreateOff, AutoCreateAdmin)
+	if g.AutoCreate == AutoCreateAdmin && s.AdminPassword == "" {
+		bad("segment.auto_create", "admin needs server.admin_password (without it every client is admin)")
+	}
+	atLeast("segment.max_tags", int64(g.MaxTags), 0)
+	if !(g.CreateRate >= 0) || math.IsInf(g.CreateRate, 1) { // also refuses NaN
+		bad("segment.create_rate", "must be a number >= 0, got %v", g.CreateRate)
+	}
 	positive("segment.max_retry_backoff", g.MaxRetryBackoff)
 
 	cl := c.Cluster
@@ -196,3 +233,7 @@ func checkAddr(addr string) error {
 	}
 	return nil
 }
+
+// Loopback reports whether addr (host:port) listens on loopback only: a
+// loopback address or "localhost". An empty host (every interface) is not.
+func Loopback(addr string) bool { return loopback(addr) }

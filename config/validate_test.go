@@ -76,7 +76,7 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"segment.loaders fraction", []string{"LEAF_SEGMENT_LOADERS=1.5"}, `config: segment.loaders: invalid integer "1.5"`, nil},
 		{"segment.load_timeout zero", []string{"LEAF_SEGMENT_LOAD_TIMEOUT=0"}, "config: segment.load_timeout: must be > 0, got 0", nil},
 		{"segment.sync_interval", []string{"LEAF_SEGMENT_SYNC_INTERVAL=-1m"}, "config: segment.sync_interval: must be > 0, got -1m", nil},
-		{"segment.auto_create", []string{"LEAF_SEGMENT_AUTO_CREATE=2"}, `config: segment.auto_create: invalid boolean "2" (want true or false)`, nil},
+		{"segment.auto_create", []string{"LEAF_SEGMENT_AUTO_CREATE=2"}, `config: segment.auto_create: must be one of on, off, admin, got "2"`, nil},
 		{"segment.max_batch", []string{"LEAF_SEGMENT_MAX_BATCH=0"}, "config: segment.max_batch: must be >= 1, got 0", nil},
 		{"segment.max_retry_backoff", []string{"LEAF_SEGMENT_MAX_RETRY_BACKOFF=0s"}, "config: segment.max_retry_backoff: must be > 0, got 0", nil},
 

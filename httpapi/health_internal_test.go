@@ -43,9 +43,24 @@ func TestReadiness(t *testing.T) {
 		{"store away, no error text", segment.Stats{}, nil, false, "not ready", "database away (0 probes); no IDs are cached"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := readiness(tc.st, tc.tags)
+			got := readiness(tc.st, func(fn func(segment.TagInfo) bool) {
+				for i := len(tc.tags) - 1; i >= 0; i-- { // any order
+					if !fn(tc.tags[i]) {
+						return
+					}
+				}
+			})
 			if got.Ready != tc.ready || got.Verdict != tc.verdict || !strings.Contains(got.Reason, tc.reason) {
 				t.Fatalf("got %+v, want ready %v, %s and %q", got, tc.ready, tc.verdict, tc.reason)
+			}
+			// /readyz's text names no tag and quotes no database error.
+			for _, in := range tc.tags {
+				if len(in.Name) > 2 && strings.Contains(got.Public, in.Name) {
+					t.Errorf("Public %q names tag %q", got.Public, in.Name)
+				}
+			}
+			if tc.st.StoreError != "" && strings.Contains(got.Public, tc.st.StoreError) {
+				t.Errorf("Public %q quotes the store's error", got.Public)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,6 +100,10 @@ type setup struct {
 	// cannot be taken away then.
 	cluster bool
 	now     func() time.Time
+	// http changes the handler's options, after start's own: the API
+	// creates tags (AutoCreate), which most tests need, as Leaf's table
+	// holds their rows.
+	http func(*httpapi.Options)
 }
 
 // start runs a server, its allocator and the HTTP handler; all stop at
@@ -137,6 +142,10 @@ func start(t *testing.T, s setup) *env {
 		PageSize:       s.pageSz,
 		Version:        "test",
 		Revision:       "0123abc",
+		AutoCreate:     true,
+	}
+	if s.http != nil {
+		s.http(&ho)
 	}
 	if s.cluster {
 		ho.Cluster, ho.Snowflake = e.Node, e.Gen
@@ -169,6 +178,7 @@ type response struct {
 	status int
 	header http.Header
 	body   string
+	close  bool // the server closes the connection after it
 }
 
 func get(t *testing.T, url string, header ...string) response {
@@ -195,7 +205,7 @@ func do(t *testing.T, method, url string, header ...string) response {
 	if err != nil {
 		t.Fatalf("%s %s: reading: %v", method, url, err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b), close: resp.Close}
 }
 
 // leafID gets an ID from the Leaf API and fails the test on an error.
@@ -214,9 +224,9 @@ func leafID(t *testing.T, base, tag string) int64 {
 
 // metrics scrapes /metrics into series -> value; a series is written as
 // in the exposition format: name{label="v",...} with labels sorted.
-func metrics(t *testing.T, base string) map[string]float64 {
+func metrics(t *testing.T, base string, header ...string) map[string]float64 {
 	t.Helper()
-	r := get(t, base+"/metrics")
+	r := get(t, base+"/metrics", header...)
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /metrics: %d\n%s", r.status, r.body)
 	}
@@ -245,4 +255,9 @@ func metrics(t *testing.T, base string) map[string]float64 {
 func copyBody(w io.Writer, r *http.Response) (int64, error) {
 	defer r.Body.Close()
 	return io.Copy(w, r.Body)
+}
+
+// basic is an Authorization header value of HTTP Basic.
+func basic(user, pass string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
 }

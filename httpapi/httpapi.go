@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -59,6 +62,31 @@ type Options struct {
 	// Snowflake, when set, serves Leaf's Snowflake API (snowflake.go);
 	// without it /api/snowflake/get answers 404.
 	Snowflake Snowflake
+
+	// Password (server.password), when set, is required on every endpoint
+	// but /healthz and /readyz (security.go); AdminPassword
+	// (server.admin_password) is the admin user's.
+	Password, AdminPassword string
+	// MetricsOpen leaves /metrics open with a password set
+	// (http.metrics_auth off).
+	MetricsOpen bool
+	// AllowedHosts are the Host header values accepted (http.allowed_hosts;
+	// a host without a port matches any port); empty: any.
+	AllowedHosts []string
+	// AutoCreate lets Leaf's API create unknown tags (http.auto_create),
+	// as CreatePolicy and CreateRate allow (create.go).
+	AutoCreate bool
+	// CreatePolicy is segment.auto_create: "admin" lets only the admin
+	// user's requests create tags; anything else, every user's.
+	CreatePolicy string
+	// CreateRate bounds the tags one client address creates a second
+	// (segment.create_rate); 0: no bound.
+	CreateRate float64
+	// MaxRenders is how many status pages, /cache pages and scrapes are
+	// rendered at once; more answer 503. 0 is 4.
+	MaxRenders int
+	// CachePageSize is how many tags one /cache page holds; 0 is 1000.
+	CachePageSize int
 }
 
 // handler serves every endpoint; see the package documentation.
@@ -70,6 +98,8 @@ type handler struct {
 	started time.Time
 	mux     *http.ServeMux
 	tmpl    *template.Template // status.html, cache.html
+	g       *guard             // security.go
+	cr      *creators          // create.go
 }
 
 // New returns the HTTP handler of leaf over alloc: metrics, health, Leaf's
@@ -90,6 +120,12 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 	if opts.PageSize <= 0 {
 		opts.PageSize = 100
 	}
+	if opts.MaxRenders <= 0 {
+		opts.MaxRenders = 4
+	}
+	if opts.CachePageSize <= 0 {
+		opts.CachePageSize = 1000
+	}
 	h := &handler{
 		alloc:   alloc,
 		opts:    opts,
@@ -99,29 +135,39 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 		mux:     http.NewServeMux(),
 		tmpl:    parseTemplates(),
 	}
+	h.g = newGuard(opts, h.log)
+	h.cr = newCreators(opts)
 	m := h.mux
-	m.Handle("GET /metrics", h.metricsHandler())
-	m.HandleFunc("GET /healthz", h.healthz)
-	m.HandleFunc("GET /readyz", h.readyz)
-	// Leaf maps these with @RequestMapping and no method: any method works.
+	// The methods each endpoint takes are checked before the mux
+	// (security.go: methodsOf).
+	m.Handle("/metrics", h.g.limit(h.g.renders, h.metricsHandler().ServeHTTP))
+	m.HandleFunc("/healthz", h.healthz)
+	m.HandleFunc("/readyz", h.readyz)
+	// Leaf maps these with @RequestMapping and no method: GET and POST
+	// work, as Leaf's callers use them.
 	m.HandleFunc("/api/segment/get/{key}", h.segmentGet)
 	m.HandleFunc("/api/snowflake/get/{key}", h.snowflakeGet)
 	m.HandleFunc("/decodeSnowflakeId", h.decodeSnowflake)
-	m.HandleFunc("GET /cache", h.cache)
-	m.HandleFunc("GET /{$}", h.status)
+	m.HandleFunc("/cache", h.g.limit(h.g.renders, h.cache))
+	m.HandleFunc("/{$}", h.g.limit(h.g.renders, h.status))
 	if opts.PProf {
-		// Mounted here, never on http.DefaultServeMux.
+		// Mounted here, never on http.DefaultServeMux. cmdline hides the
+		// passwords; a profile or a trace burns CPU, so one at a time.
 		m.HandleFunc("/debug/pprof/", pprof.Index)
-		m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		m.HandleFunc("/debug/pprof/cmdline", cmdline)
+		m.HandleFunc("/debug/pprof/profile", h.g.limit(h.g.profiles, pprof.Profile))
 		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		m.HandleFunc("/debug/pprof/trace", h.g.limit(h.g.profiles, pprof.Trace))
 	}
 	return h
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mux.ServeHTTP(w, r)
+// cmdline is pprof's /debug/pprof/cmdline with the passwords on the
+// command line replaced (config.RedactArgs).
+func cmdline(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, strings.Join(config.RedactArgs(os.Args), "\x00"))
 }
 
 // writeText answers a plain-text body with the given status.

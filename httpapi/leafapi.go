@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -55,7 +56,7 @@ type springError struct {
 // segmentGet: /api/segment/get/{key} -> the tag's next ID, from the same
 // allocator as INCR.
 func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
-	id, err := h.alloc.Next(r.Context(), r.PathValue("key"))
+	id, err := h.alloc.Next(h.cr.context(r), r.PathValue("key"))
 	if err != nil {
 		h.leafError(w, r, err)
 		return
@@ -67,7 +68,8 @@ func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
 // leafCode is Leaf's exception code for an allocator error.
 func leafCode(err error) int {
 	switch {
-	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrBadTag), errors.Is(err, segment.ErrTagGone):
+	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrCreateRefused),
+		errors.Is(err, segment.ErrBadTag), errors.Is(err, segment.ErrTagGone):
 		return leafKeyNotExist
 	case errors.Is(err, segment.ErrClosed):
 		return leafInitFalse
@@ -141,15 +143,53 @@ func bufferView(in segment.TagInfo) segmentBufferView {
 
 // cache: GET /cache -> Leaf's monitor of the tags' SegmentBuffers. Leaf
 // renders it as an HTML table (segment.ftlh); browsers get the same table
-// here, other clients a JSON object of the same fields keyed by tag.
+// here, other clients a JSON object of the same fields keyed by tag. Leaf
+// shows every tag at once; leaf shows a page of them, sorted by name
+// (?page=, 1-based; ?q= keeps the tags whose name contains it), so one
+// request holds the same memory with a million tags as with ten. The
+// headers say where the page is: X-Total-Count (matching tags), X-Page,
+// X-Pages, and a Link to the next and previous pages.
 func (h *handler) cache(w http.ResponseWriter, r *http.Request) {
-	tags := h.alloc.Tags()
+	q := r.URL.Query()
+	size := h.opts.CachePageSize
+	_, matching := h.alloc.TagPage(q.Get("q"), 0, 0)
+	pages := max(1, (matching+size-1)/size)
+	page, err := strconv.Atoi(q.Get("page"))
+	if err != nil {
+		page = 1
+	}
+	page = min(max(page, 1), pages)
+	tags, _ := h.alloc.TagPage(q.Get("q"), (page-1)*size, size)
 	views := make([]segmentBufferView, len(tags))
 	for i, in := range tags {
 		views[i] = bufferView(in)
 	}
+	w.Header().Set("X-Total-Count", strconv.Itoa(matching))
+	w.Header().Set("X-Page", strconv.Itoa(page))
+	w.Header().Set("X-Pages", strconv.Itoa(pages))
+	link := func(p int) string {
+		v := url.Values{}
+		if s := q.Get("q"); s != "" {
+			v.Set("q", s)
+		}
+		v.Set("page", strconv.Itoa(p))
+		return "/cache?" + v.Encode()
+	}
+	var links []string
+	view := cachePage{Tags: views, Page: page, Pages: pages, Total: matching}
+	if page < pages {
+		view.Next = link(page + 1)
+		links = append(links, "<"+view.Next+`>; rel="next"`)
+	}
+	if page > 1 {
+		view.Prev = link(page - 1)
+		links = append(links, "<"+view.Prev+`>; rel="prev"`)
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
+	}
 	if wantsHTML(r) {
-		h.render(w, "cache.html", views)
+		h.render(w, r, "cache.html", view)
 		return
 	}
 	byKey := make(map[string]segmentBufferView, len(views))
@@ -157,6 +197,7 @@ func (h *handler) cache(w http.ResponseWriter, r *http.Request) {
 		byKey[v.Key] = v
 	}
 	body, err := json.Marshal(byKey)
+	releaseSlot(r)
 	if err != nil {
 		h.log.Error("cache: encoding", "err", err)
 		writeText(w, http.StatusInternalServerError, "encoding failed\n")
@@ -164,6 +205,13 @@ func (h *handler) cache(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)
+}
+
+// cachePage is the data of templates/cache.html.
+type cachePage struct {
+	Tags               []segmentBufferView
+	Page, Pages, Total int
+	Prev, Next         string // links, "" on the first / last page
 }
 
 // wantsHTML reports whether the client asks for HTML (a browser).

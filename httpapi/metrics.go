@@ -63,6 +63,17 @@ func (h *handler) metricsHandler() http.Handler {
 	if h.opts.StoreLatency != nil {
 		reg.MustRegister(h.opts.StoreLatency.vec)
 	}
+	counter := func(name, help string, v func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v()) })
+	}
+	reg.MustRegister(
+		counter("leaf_http_auth_failures_total", "HTTP requests refused for a missing or wrong password.", h.g.failures.Load),
+		counter("leaf_tags_created_total", "Tags this server created (a first INCR, LEAF.CREATE, a floor of a new tag, the HTTP API).",
+			func() int64 { return h.alloc.CreateStats().Created }),
+		counter("leaf_tag_creates_refused_total",
+			"Tag creations refused: segment.max_tags reached, or the client may not create tags (segment.auto_create, segment.create_rate, http.auto_create).",
+			func() int64 { return h.alloc.CreateStats().Refused }),
+	)
 	if h.opts.Cluster != nil {
 		reg.MustRegister(newClusterCollector(h.opts.Cluster))
 	}
@@ -179,21 +190,22 @@ type tagSeries struct {
 
 // Collect implements prometheus.Collector.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	tags := c.alloc.Tags()
 	st := c.alloc.Stats()
 
 	var other tagSeries
 	other.runwaySecs = math.Inf(1)
 	hasOther := false
 	c.mu.Lock()
-	for _, in := range tags {
+	// One tag at a time, in name order (the first tags by name get the
+	// series of their own): a scrape holds no copy of every tag.
+	c.alloc.EachTag(true, func(in segment.TagInfo) bool {
 		s := tagSeries{
 			issued: in.Issued, loads: in.Loads, failures: in.Failures, guardTrips: in.GuardTrips, guardRepairs: in.GuardRepairs,
 			step: in.Step, runwayIDs: in.RunwayIDs, runwaySecs: in.RunwaySeconds,
 		}
 		if c.ownSeries(in.Name) {
 			c.emitTag(ch, in.Name, s)
-			continue
+			return true
 		}
 		hasOther = true
 		other.issued += s.issued
@@ -206,7 +218,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if in.Init {
 			other.runwaySecs = min(other.runwaySecs, s.runwaySecs)
 		}
-	}
+		return true
+	})
 	c.mu.Unlock()
 	if hasOther {
 		c.emitTag(ch, OtherTag, other)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/leaf-id/leaf/segment"
@@ -70,39 +69,40 @@ type slotView struct {
 	segment.SegmentInfo
 }
 
-// status: GET / -> the status page.
+// status: GET / -> the status page. It reads the tags one at a time for
+// the totals and only its page's in full, so its memory does not grow
+// with the tag count.
 func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
-	tags := h.alloc.Tags()
 	st := h.alloc.Stats()
 	p := statusPage{
 		Version: h.opts.Version,
 		Now:     now,
 		Uptime:  now.Sub(h.started).Round(time.Second),
 		Refresh: max(1, int(h.opts.Refresh/time.Second)),
-		Ready:   readiness(st, tags),
+		Ready:   readiness(st, h.eachTag),
 		Store:   st,
 		PProf:   h.opts.PProf,
 		Cluster: h.clusterView(r.Context()),
 
-		TagCount: len(tags),
-		Query:    r.URL.Query().Get("q"),
+		Query: r.URL.Query().Get("q"),
 	}
 	if h.opts.Server != nil {
 		p.HasServer = true
 		p.Clients = h.opts.Server.ConnectedClients()
 	}
-	var match []segment.TagInfo
-	for _, in := range tags {
+	h.eachTag(func(in segment.TagInfo) bool {
+		p.TagCount++
 		p.CachedIDs += in.RunwayIDs
 		p.Issued += in.Issued
-		if strings.Contains(in.Name, p.Query) {
-			match = append(match, in)
-		}
-	}
-	p.paginate(len(match), h.opts.PageSize, r.URL.Query().Get("page"))
+		return true
+	})
+	// The page number first, from the count of matching tags.
+	_, matching := h.alloc.TagPage(p.Query, 0, 0)
+	p.paginate(matching, h.opts.PageSize, r.URL.Query().Get("page"))
+	var match []segment.TagInfo
 	if p.Matching > 0 {
-		match = match[p.First-1 : p.Last]
+		match, _ = h.alloc.TagPage(p.Query, p.First-1, p.Last-p.First+1)
 	}
 	p.Tags = make([]tagRow, len(match))
 	for i, in := range match {
@@ -117,7 +117,7 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Tags[i] = row
 	}
-	h.render(w, "status.html", p)
+	h.render(w, r, "status.html", p)
 }
 
 // paginate picks the page asked for (1-based; a bad or too large number
@@ -152,10 +152,13 @@ func (p *statusPage) paginate(n, size int, asked string) {
 }
 
 // render executes a template into a buffer first, so a failure answers a
-// clean 500 instead of half a page.
-func (h *handler) render(w http.ResponseWriter, name string, data any) {
+// clean 500 instead of half a page, and the render slot is free before the
+// page is written.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, name string, data any) {
 	var b bytes.Buffer
-	if err := h.tmpl.ExecuteTemplate(&b, name, data); err != nil {
+	err := h.tmpl.ExecuteTemplate(&b, name, data)
+	releaseSlot(r)
+	if err != nil {
 		h.log.Error("rendering "+name, "err", err)
 		writeText(w, http.StatusInternalServerError, "rendering failed\n")
 		return

@@ -37,6 +37,11 @@ type Conn struct {
 	mu     sync.Mutex
 	fenced bool
 
+	// born is when the connection was accepted (Options.AuthTimeout);
+	// bornTick the same in its loop's sweeps.
+	born     time.Time
+	bornTick int64
+
 	// The state of the last turn (run, runHeld), for the connection's
 	// server to act on once the replies are written. hangup: close (QUIT,
 	// a protocol error, Shutdown). held: a command that might block, to
@@ -222,8 +227,8 @@ func (s *Server) serveConn(c *Conn) {
 		// The idle timeout's read deadline is set before this check: wake
 		// sets stopping before its own deadline, so whichever comes last,
 		// the read ends.
-		if idle > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(idle))
+		if idle > 0 || s.opts.AuthTimeout > 0 {
+			c.nc.SetReadDeadline(c.readDeadline(idle))
 		}
 		if c.stopping.Load() {
 			return
@@ -282,13 +287,19 @@ func (c *Conn) closeSocket() {
 
 // closeGoConn closes a goroutine's connection.
 func (s *Server) closeGoConn(c *Conn, err error) {
+	deadline := errors.Is(err, os.ErrDeadlineExceeded) && !c.stopping.Load()
+	unauthed := deadline && c.authExpired(time.Now())
+	if unauthed {
+		s.authTimedOut(c) // counted before the client can see the end
+	}
 	c.nc.Close()
 	s.closed(c)
 	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		if !c.stopping.Load() {
+	case deadline:
+		if !unauthed {
 			s.log.Debug("closing idle client", "addr", c.addr)
 		}
+	case errors.Is(err, os.ErrDeadlineExceeded):
 	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 		s.log.Debug("client connection ended", "addr", c.addr, "err", err)
 	}
@@ -311,4 +322,15 @@ func (c *Conn) cut() {
 	if c.nc != nil {
 		c.nc.Close()
 	}
+}
+
+// TLSState is the TLS state of a connection whose handshake is done;
+// false for a plain connection.
+func (c *Conn) TLSState() (tls.ConnectionState, bool) {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return tls.ConnectionState{}, false
+	}
+	st := tc.ConnectionState()
+	return st, st.HandshakeComplete
 }

@@ -103,6 +103,8 @@ type loop struct {
 	// idleTicks is the age in ticks at which a connection is closed; 0
 	// when there is no timeout.
 	tick, idleTicks int64
+	// authTicks is Options.AuthTimeout in sweeps; 0 when there is none.
+	authTicks int64
 
 	// closing: Shutdown fenced the connections; each is closed once its
 	// replies are written (drain copies closeReq).
@@ -152,9 +154,8 @@ func newLoop(s *Server) (*loop, error) {
 		return nil, err
 	}
 	go l.run()
-	if d := s.opts.IdleTimeout; d > 0 {
-		var period time.Duration
-		period, l.idleTicks = sweepEvery(d)
+	if period, idle, auth := sweepPlan(s.opts.IdleTimeout, s.opts.AuthTimeout); period > 0 {
+		l.idleTicks, l.authTicks = idle, auth
 		go l.ticker(period)
 	}
 	return l, nil
@@ -441,6 +442,9 @@ func (l *loop) drain() bool {
 		l.conns[c.fd] = c
 		c.away = false
 		c.seen = l.tick
+		if !back {
+			c.bornTick = l.tick
+		}
 		if err := l.ctl(unix.EPOLL_CTL_ADD, c.fd, unix.EPOLLIN); err != nil {
 			l.close(c, err)
 			continue
@@ -474,7 +478,12 @@ func (l *loop) drain() bool {
 func (l *loop) sweepIdle() {
 	l.tick++
 	for _, c := range l.conns {
-		if !c.away && l.tick-c.seen >= l.idleTicks {
+		switch {
+		case c.away:
+		case l.authTicks > 0 && c.rd.unauth && l.tick-c.bornTick >= l.authTicks:
+			l.s.authTimedOut(c)
+			l.close(c, nil)
+		case l.idleTicks > 0 && l.tick-c.seen >= l.idleTicks:
 			l.s.log.Debug("closing idle client", "addr", c.addr)
 			l.close(c, nil)
 		}

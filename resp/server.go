@@ -89,6 +89,12 @@ type Options struct {
 	// TLS, when not nil, makes Serve speak TLS; each TLS connection has a
 	// goroutine of its own.
 	TLS *tls.Config
+	// AuthTimeout, when positive, closes a connection still
+	// unauthenticated (Conn.SetUnauthenticated) this long after it was
+	// accepted, so that strangers cannot hold MaxClients. Checked as the
+	// idle timeout is: an event loop may take a quarter of it (at most a
+	// second) longer.
+	AuthTimeout time.Duration
 }
 
 // The defaults of Options' limits.
@@ -154,9 +160,10 @@ type Server struct {
 	shutdown sync.Once
 	fenced   chan struct{} // closed once Shutdown has fenced every connection
 
-	accepted atomic.Int64
-	rejected atomic.Int64 // connections refused at MaxClients
-	refusing atomic.Int64 // goroutines telling a TLS client so
+	accepted     atomic.Int64
+	authTimeouts atomic.Int64 // connections closed by AuthTimeout
+	rejected     atomic.Int64 // connections refused at MaxClients
+	refusing     atomic.Int64 // goroutines telling a TLS client so
 }
 
 // NewServer returns a server running h's sessions. It does not listen:
@@ -195,6 +202,9 @@ type Stats struct {
 	Open     int   // connections open now
 	Accepted int64 // connections accepted since start, refused ones not included
 	Rejected int64 // connections refused at MaxClients
+	// AuthTimeouts counts the connections closed for not authenticating
+	// within Options.AuthTimeout.
+	AuthTimeouts int64
 }
 
 // Stats returns the connection counts.
@@ -202,7 +212,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.conns)
 	s.mu.Unlock()
-	return Stats{Open: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load()}
+	return Stats{Open: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), AuthTimeouts: s.authTimeouts.Load()}
 }
 
 // Serve accepts connections on ln until Shutdown, then returns
@@ -317,6 +327,7 @@ func (s *Server) accept(nc net.Conn) {
 		c = newGoConn(nc)
 	}
 	c.srv = s
+	c.born = time.Now()
 	c.rd.setLimits(s.maxRequest, false)
 	s.mu.Lock()
 	if s.closing {

@@ -35,6 +35,11 @@ func (a *Allocator) Create(ctx context.Context, name string, step int64, desc st
 	if step <= 0 {
 		step = a.opts.DefaultStep
 	}
+	release, err := a.reserveTag(name)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
 	created, err := a.store.Create(ctx, name, step, desc)
@@ -46,7 +51,7 @@ func (a *Allocator) Create(ctx context.Context, name string, step int64, desc st
 	}
 	a.forgetUnknown(name)
 	a.tags.add(a.newTag(name))
-	a.log.Info("tag created", "tag", name, "step", step)
+	a.noteCreated("tag", name, "step", step)
 	return nil
 }
 
@@ -112,9 +117,14 @@ func (a *Allocator) Floor(ctx context.Context, name string, n int64) (int64, err
 	defer cancel()
 	row, moved, err := ad.RaiseFloor(ctx, name, n)
 	if errors.Is(err, persist.ErrNotFound) {
+		release, refused := a.reserveTag(name)
+		if refused != nil {
+			return 0, refused
+		}
+		defer release()
 		if _, err = a.store.Create(ctx, name, a.opts.DefaultStep, ""); err == nil {
 			a.forgetUnknown(name)
-			a.log.Info("tag created", "tag", name, "step", a.opts.DefaultStep)
+			a.noteCreated("tag", name, "step", a.opts.DefaultStep)
 			row, moved, err = ad.RaiseFloor(ctx, name, n)
 		}
 	}

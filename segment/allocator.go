@@ -28,6 +28,7 @@ type Options struct {
 	LoadTimeout     time.Duration // bound on a database call and on a request's wait
 	SyncInterval    time.Duration // period of the tag list re-sync
 	AutoCreate      bool          // create unknown tags with DefaultStep
+	MaxTags         int           // tags held at most before creating more is refused; 0: no limit (create.go)
 	MaxLoadBatch    int           // most loads one store round trip takes (group commit)
 	MaxBatch        int64         // largest n of NextN
 	NegativeTTL     time.Duration // how long an unknown tag is remembered as unknown
@@ -149,6 +150,7 @@ type Allocator struct {
 	loadRounds   atomic.Int64          // store round trips that took segments
 	h            health                // the store's state (health.go)
 	held         atomic.Pointer[error] // Hold's error (mode.go)
+	cr           creates               // tag creations (create.go)
 	drops        atomic.Int64          // DropCached calls: loads across one are refused
 
 	stop     context.CancelFunc
@@ -164,9 +166,10 @@ type unknownName struct {
 // lookupCall is the lookup of an unknown name in flight: a read (and a
 // create) of its row, or its first load (Prepare).
 type lookupCall struct {
-	done chan struct{}
-	tag  *Tag
-	err  error
+	done    chan struct{}
+	tag     *Tag
+	err     error
+	release func() // of the place under MaxTags a create-ahead took; nil when none
 }
 
 // New returns an allocator over store. Call Start to load the tags and begin
@@ -185,6 +188,7 @@ func New(store persist.Store, opts Options) *Allocator {
 		negative: map[string]unknownName{},
 	}
 	a.h.init()
+	a.cr.init(a)
 	a.pool = newLoaderPool(opts.Loaders, opts.MaxLoadBatch, a.runLoads)
 	return a
 }
@@ -366,7 +370,8 @@ func (a *Allocator) lookupSlow(ctx context.Context, name string) (*Tag, error) {
 		a.mu.Unlock()
 		select {
 		case <-c.done:
-			if errors.Is(c.err, errLookupAgain) {
+			// A refusal was the leader's requester's: this one asks anew.
+			if errors.Is(c.err, errLookupAgain) || errors.Is(c.err, ErrCreateRefused) {
 				return a.lookupSlow(ctx, name)
 			}
 			return c.tag, c.err
@@ -419,13 +424,19 @@ func (a *Allocator) resolve(ctx context.Context, name string, gone <-chan struct
 			a.noteStore(ctx, err, mark) // an answer: the store is there
 			return nil, fmt.Errorf("%w: %q (auto-create is off)", ErrUnknownTag, name)
 		}
+		release, refused := a.admitCreate(ctx, name, true)
+		if refused != nil {
+			a.noteStore(ctx, err, mark) // an answer: the store is there
+			return nil, refused
+		}
+		defer release() // once the tag is in the map
 		// Only the outcome of the write says whether the store is
 		// back: a database may answer reads and fail writes.
 		var created bool
 		created, err = a.store.Create(ctx, name, a.opts.DefaultStep, "")
 		switch {
 		case created:
-			a.log.Info("tag created", "tag", name, "step", a.opts.DefaultStep)
+			a.noteCreated("tag", name, "step", a.opts.DefaultStep)
 			row = persist.Tag{Name: name}
 		case errors.Is(err, persist.ErrDenied):
 			// An answer: the store is there, and will not create it.
@@ -456,13 +467,15 @@ var errLookupAgain = errors.New("segment: the row exists: look it up")
 // the row in the same round trip), queued with the other loads, so that
 // the first touches of many tags take few round trips; a.mu is held.
 // Followers wait for it as for any lookup.
-func (a *Allocator) startLookupLocked(name string) {
-	c := &lookupCall{done: make(chan struct{})}
+func (a *Allocator) startLookupLocked(name string, release func()) {
+	c := &lookupCall{done: make(chan struct{}), release: release}
 	t := a.newTag(name)
 	t.lookup = c
 	t.inflight = &load{done: make(chan struct{})}
 	if a.pool.push(t) {
 		a.pending[name] = c
+	} else if release != nil {
+		release()
 	}
 }
 
@@ -473,7 +486,11 @@ func (a *Allocator) endLookup(c *lookupCall, t *Tag, err error) {
 	delete(a.pending, t.name)
 	if err == nil {
 		c.tag = a.tags.add(t)[0]
-	} else {
+	}
+	if c.release != nil {
+		c.release() // the tag is in the map, or was not created
+	}
+	if err != nil {
 		c.err = err
 		if errors.Is(err, ErrUnknownTag) {
 			if len(a.negative) >= maxNegative {
@@ -492,8 +509,14 @@ func (a *Allocator) endLookup(c *lookupCall, t *Tag, err error) {
 // about to serve many tags (a pipeline) calls it for each first, so that
 // their loads are queued together and run in a few store round trips. It
 // never blocks nor calls the database, and does nothing while the store
-// is away.
-func (a *Allocator) Prepare(name []byte) {
+// is away. It creates as Options.AutoCreate says: see PrepareCtx.
+func (a *Allocator) Prepare(name []byte) { a.PrepareCtx(context.Background(), name) }
+
+// PrepareCtx is Prepare for a request made with ctx: the first load of an
+// unknown name creates its row in the same round trip when ctx's Creator
+// (create.go) agrees and there is room under MaxTags; otherwise the
+// request looks the name up itself, and is told why it may not create it.
+func (a *Allocator) PrepareCtx(ctx context.Context, name []byte) {
 	if a.closed.Load() || a.h.state.Load().away || a.held.Load() != nil {
 		return
 	}
@@ -515,7 +538,11 @@ func (a *Allocator) Prepare(name []byte) {
 	if n, ok := a.negative[key]; ok && a.opts.Now().Before(n.until) {
 		return
 	}
-	a.startLookupLocked(key)
+	release, err := a.admitCreate(ctx, key, false)
+	if err != nil {
+		return
+	}
+	a.startLookupLocked(key, release)
 }
 
 // prepare queues the load of the next segment if the current one is spent

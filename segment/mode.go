@@ -84,6 +84,11 @@ func (a *Allocator) CreateMode(ctx context.Context, name, mode, desc string) err
 	if err != nil {
 		return err
 	}
+	release, err := a.reserveTag(name)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
 	defer cancel()
 	row := persist.Tag{Name: name, Step: a.opts.DefaultStep, Description: desc, Mode: mode, Layout: layout}
@@ -99,7 +104,7 @@ func (a *Allocator) CreateMode(ctx context.Context, name, mode, desc string) err
 	}
 	a.forgetUnknown(name)
 	a.tags.add(a.newTagOf(row))
-	a.log.Info("tag created", "tag", name, "mode", mode, "layout", layout)
+	a.noteCreated("tag", name, "mode", mode, "layout", layout)
 	return nil
 }
 

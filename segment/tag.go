@@ -568,7 +568,7 @@ func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
 	t.mu.Unlock()
 	if lookup {
 		if err == nil && res.Created {
-			a.log.Info("tag created", "tag", t.name, "step", p.create)
+			a.noteCreated("tag", t.name, "step", p.create)
 		}
 		a.endLookup(c, t, lookupErr)
 	}

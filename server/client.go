@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
@@ -27,6 +30,18 @@ type client struct {
 
 	authed bool
 	admin  bool // authenticated as the admin user (cmd_admin.go)
+
+	// ctx is the context of the connection's allocator calls: the
+	// server's, with the connection as the segment.Creator of the tags it
+	// creates (security.go).
+	ctx context.Context
+	// authFailures counts its refused passwords; certPending: its client
+	// certificate is still to be read (Options.CertLogin).
+	authFailures int
+	certPending  bool
+	// creates bounds its tag creations (Options.CreateRate); nil until
+	// its first.
+	creates *rate.Limiter
 
 	// name is the scratch buffer dispatch lowercases command names into, so
 	// the table lookup m[string(name[:n])] does not allocate.
@@ -79,11 +94,16 @@ func newClient(s *Server, conn *resp.Conn) *client {
 		authed:  !s.hasPass,
 	}
 	c.meta.resp = 2
+	c.ctx = segment.WithCreator(s.ctx, c)
+	c.certPending = s.opts.CertLogin
 	return c
 }
 
 // Command runs one command (resp.Session).
 func (c *client) Command(conn *resp.Conn, args [][]byte, mayBlock bool) bool {
+	if c.certPending { // once, after the TLS handshake
+		c.certLogin(conn)
+	}
 	return c.s.dispatch(c, conn, args, mayBlock)
 }
 
@@ -96,7 +116,7 @@ func (c *client) Preview(conn *resp.Conn, args [][]byte) {
 	}
 	if n := c.lowerName(args[0]); n >= 0 {
 		if name := string(c.name[:n]); name == "incr" || name == "incrby" {
-			c.s.alloc.Prepare(c.key(args[1]))
+			c.s.alloc.PrepareCtx(c.ctx, c.key(args[1]))
 		}
 	}
 }

@@ -114,12 +114,6 @@ func (s *Server) checkAuth(user, pass []byte) bool {
 	return userOK && passOK
 }
 
-// authFailed counts and logs a refused AUTH (without the password).
-func (s *Server) authFailed(c *client) {
-	s.authFailures.Add(1)
-	s.log.Debug("authentication failed", "id", c.id, "addr", c.addr)
-}
-
 // cmdAuth: AUTH [user] pass.
 func cmdAuth(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if len(args) > 3 {
@@ -136,8 +130,8 @@ func cmdAuth(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		user = args[1]
 	}
 	if !s.login(c, conn, user, pass) {
-		s.authFailed(c)
 		s.writeError(c, conn, errWrongPass)
+		s.authFailed(c, conn)
 		return
 	}
 	conn.WriteString("OK")
@@ -179,8 +173,8 @@ func cmdHello(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	}
 	if auth {
 		if !s.login(c, conn, user, pass) {
-			s.authFailed(c)
 			s.writeError(c, conn, errWrongPass)
+			s.authFailed(c, conn)
 			return
 		}
 	}
@@ -278,6 +272,10 @@ func (s *Server) setName(c *client, conn *resp.Conn, name []byte) bool {
 		s.writeError(c, conn, errClientName)
 		return false
 	}
+	if len(name) > maxClientAttr {
+		s.writeError(c, conn, fmt.Sprintf(errClientNameLong, maxClientAttr))
+		return false
+	}
 	c.meta.Lock()
 	c.meta.name = string(name)
 	c.meta.Unlock()
@@ -317,6 +315,10 @@ func cmdClientSetInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	}
 	if !validAttr(val) {
 		s.writeError(c, conn, fmt.Sprintf(errSetInfoValue, cstr(attr)))
+		return
+	}
+	if len(val) > maxClientAttr {
+		s.writeError(c, conn, fmt.Sprintf(errSetInfoLong, cstr(attr), maxClientAttr))
 		return
 	}
 	c.meta.Lock()

@@ -79,7 +79,7 @@ func (s *Server) tag(c *client, name []byte) (*segment.Tag, error) {
 	if c.tag != nil && string(name) == string(c.tagBuf[:c.tagLen]) {
 		return c.tag, nil
 	}
-	t, err := s.alloc.Lookup(s.ctx, name)
+	t, err := s.alloc.Lookup(c.ctx, name) // c.ctx: the connection may create the tag (security.go)
 	if err != nil {
 		return nil, err
 	}

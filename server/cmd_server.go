@@ -197,6 +197,7 @@ func (s *Server) infoSection(b *strings.Builder, sec string) {
 		line("store_last_error", st.StoreError)
 		line("store_last_error_at", unixMilli(st.StoreErrorAt))
 		s.infoLeafTags(line)
+		s.infoSecurity(line)
 	case "cluster":
 		b.WriteString("# Cluster\r\n")
 		s.infoCluster(line)

@@ -34,6 +34,9 @@ const (
 	errClientName     = "ERR Client names cannot contain spaces, newlines or special characters."
 	errSetInfoOption  = "ERR Unrecognized option '%s'"
 	errSetInfoValue   = "ERR %s cannot contain spaces, newlines or special characters."
+	// leaf's: Redis takes any length; leaf keeps what CLIENT LIST shows small.
+	errClientNameLong = "ERR Client names are limited to %d bytes"
+	errSetInfoLong    = "ERR %s is limited to %d bytes"
 
 	// Redis: transactions (cmd_tx.go).
 	errMultiNested      = "ERR MULTI calls can not be nested"
@@ -124,6 +127,7 @@ const (
 
 	// leaf: administration (cmd_admin.go). SET is LEAF.FLOOR under the name
 	// Redis users reach for, so its errors say so; DEL is always refused.
+	errCreateRefused = "ERR tag '%s' does not exist and was not created: %s"
 	errTagExists     = "ERR tag '%s' already exists"
 	errStepRange     = "ERR step must be between 1 and %d"
 	errDescription   = "ERR description must be valid UTF-8 of at most %d characters"
@@ -149,6 +153,8 @@ func allocErrorText(tag []byte, err error) string {
 		// The store's reason follows the sentinel: the privilege and its GRANT.
 		_, why, _ := strings.Cut(err.Error(), persist.ErrDenied.Error()+": ")
 		return fmt.Sprintf(errCannotCreate, tag, why)
+	case errors.Is(err, segment.ErrCreateRefused):
+		return fmt.Sprintf(errCreateRefused, tag, detail(err, segment.ErrCreateRefused, tag))
 	case errors.Is(err, segment.ErrUnknownTag):
 		return fmt.Sprintf(errUnknownTagAuto, tag)
 	case errors.Is(err, segment.ErrClosed):

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/ratelog"
 	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -80,6 +81,27 @@ type Options struct {
 	// LEAF.NODES and INFO cluster show it, and LEAF.FLOOR, SET and
 	// LEAF.STEP answer once every live server confirmed (cmd_cluster.go).
 	Cluster Cluster
+
+	// The limits on strangers and on what a client may make the server
+	// hold (security.go).
+	//
+	// MaxAuthFailures closes a connection after this many refused
+	// passwords (AUTH, HELLO ... AUTH); 0: never.
+	MaxAuthFailures int
+	// AuthTimeout, with a password set, closes a connection not
+	// authenticated this long after it opened; 0: never.
+	AuthTimeout time.Duration
+	// CreatePolicy is segment.auto_create: "admin" lets only the admin
+	// user's requests create tags; "" or anything else, every client's
+	// (the allocator's Options.AutoCreate turns creation off).
+	CreatePolicy string
+	// CreateRate bounds the tags one connection creates a second
+	// (segment.create_rate); 0: no bound.
+	CreateRate float64
+	// CertLogin logs a TLS connection in as the user its verified client
+	// certificate names in its common name (default or admin): with
+	// TLS.ClientAuth verifying certificates (server.tls_client_ca).
+	CertLogin bool
 }
 
 // The defaults of Options' limits, as leaf.yaml's: the connection
@@ -134,6 +156,10 @@ type Server struct {
 	// interpreters kept between runs (cmd_script.go).
 	scripts scriptCache
 	luaVMs  sync.Pool
+	// Refused passwords, logged a few a minute (security.go); the
+	// connections closed for too many.
+	failLog     *ratelog.Logger
+	authCutoffs atomic.Int64
 }
 
 // New returns a server in front of alloc. It does not listen: call Serve.
@@ -168,6 +194,7 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds, s.sorted = buildCommands()
+	s.initSecurity()
 	s.stats.init(s.sorted)
 	s.rs = resp.NewServer(s, resp.Options{
 		Logger:          opts.Logger,
@@ -177,6 +204,7 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 		MaxPipeline:     opts.MaxPipeline,
 		IdleTimeout:     opts.IdleTimeout,
 		TLS:             opts.TLS,
+		AuthTimeout:     opts.AuthTimeout,
 	})
 	return s
 }
