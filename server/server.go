@@ -154,6 +154,8 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 		MaxPipeline:     opts.MaxPipeline,
 		IdleTimeout:     opts.IdleTimeout,
 		TLS:             opts.TLS,
+		// The request path's check of the lease (segment/lease.go).
+		Arrived: alloc.Admit,
 	})
 	return s
 }
