@@ -177,8 +177,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}), log)
 	if err != nil {
 		ln.Close()
-		_ = node.Leave(context.Background())
 		_ = alloc.Close(context.Background())
+		_ = node.Leave(context.Background())
 		return err
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "store", cfg.Store.Driver, "tls", tlsConf != nil)
@@ -205,14 +205,17 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err := srv.Shutdown(down); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
+	// Only now, with no command running, may unused IDs be given back:
+	// while the node still renews its lease and applies the changes made
+	// meanwhile, so that others keep waiting for it, and each give-back
+	// is refused if it would go below a floor published since.
+	if err := alloc.Close(down); err != nil {
+		log.Warn("giving back unused IDs", "err", err)
+	}
 	// No ID is issued any more: the worker id goes back with the last
 	// time issued, and the others stop waiting for this server.
 	if err := node.Leave(down); err != nil {
 		log.Warn("leaving the cluster registry", "err", err)
-	}
-	// Only now, with no command running, may unused IDs be given back.
-	if err := alloc.Close(down); err != nil {
-		log.Warn("giving back unused IDs", "err", err)
 	}
 	log.Info("stopped")
 	if errors.Is(serveErr, server.ErrServerClosed) {

@@ -154,7 +154,7 @@ func (n *Node) Status() Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st := Status{
-		Enabled: n.off == nil, Node: n.opts.Node, Serving: n.serving && n.off == nil,
+		Enabled: n.off == nil, Node: n.opts.Node, Serving: n.serving && n.off == nil && n.alloc.Held() == nil,
 		LastBeat: n.lastBeat, Applied: n.seen, Worker: n.worker,
 		Heartbeats: n.beats.Load(), HeartbeatFailures: n.failures.Load(), Lapses: n.lapses.Load(),
 		Changes: n.applied.Load(), Unconfirmed: n.unconfirmed.Load(), Drops: n.drops.Load(),

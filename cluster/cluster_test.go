@@ -35,7 +35,8 @@ type setup struct {
 	heartbeat time.Duration // 0: an hour, the test beats by hand
 	lease     time.Duration
 	ack       time.Duration
-	now       time.Time // the node's and generator's clock starts here; zero: real time
+	now       time.Time           // the node's and generator's clock starts here; zero: real time
+	prepare   func(reg *pausable) // when set, runs before the node starts (faults on cue)
 }
 
 func defaults() setup {
@@ -63,6 +64,8 @@ func newServer(t *testing.T, path string, name string, su setup) *server {
 	ao.DefaultStep = 100
 	ao.LoadTimeout = 30 * time.Second
 	ao.Modes = cluster.Modes(srv.gen)
+	// The node's clock: the allocator checks the lease on it.
+	ao.Now = srv.clock.Now
 	srv.alloc = segment.New(srv.store, ao)
 	if err := srv.alloc.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -76,12 +79,24 @@ func newServer(t *testing.T, path string, name string, su setup) *server {
 		Node: persist.NodeInfo{ID: name, Addr: "127.0.0.1:" + name, Version: "test"},
 		Now:  srv.clock.Now, AfterFunc: srv.lapse.AfterFunc,
 	})
+	if su.prepare != nil {
+		su.prepare(srv.reg)
+	}
 	srv.node.Start(t.Context())
-	t.Cleanup(func() {
-		_ = srv.node.Leave(context.Background())
-		_ = srv.alloc.Close(context.Background())
-	})
+	t.Cleanup(func() { srv.shutdown(t) })
 	return srv
+}
+
+// shutdown stops srv as main does on SIGTERM: the allocator gives back its
+// unused IDs while the node is registered, then the node leaves.
+func (srv *server) shutdown(t *testing.T) {
+	t.Helper()
+	if err := srv.alloc.Close(context.Background()); err != nil {
+		t.Errorf("giving back unused IDs: %v", err)
+	}
+	if err := srv.node.Leave(context.Background()); err != nil {
+		t.Errorf("leave: %v", err)
+	}
 }
 
 // clock is the nodes' and generators' clock: real time when started at
@@ -147,14 +162,55 @@ func (l *lapses) Fire() time.Duration {
 }
 
 // pausable is a registry that can be made unreachable (a paused store),
-// and records when renewals were sent, on the node's clock.
+// and records when renewals were sent, on the node's clock. It injects
+// faults on cue: LeaseWorker answers lost after their commit (loseLeases),
+// and publishes reported (published).
 type pausable struct {
 	persist.Registry
 	clock *clock
 
-	mu      sync.Mutex
-	paused  bool
-	renewed []time.Time
+	mu         sync.Mutex
+	paused     bool
+	renewed    []time.Time
+	loseLeases int          // LeaseWorker answers to lose, after the commit
+	published  chan int64   // told each change published, when set
+	beforeGive func() error // runs before each GiveBackAfter, when set
+}
+
+var errLost = fmt.Errorf("%w: the connection broke after the commit was sent", persist.ErrUnavailable)
+
+func (p *pausable) LeaseWorker(ctx context.Context, r persist.WorkerRequest) (persist.Worker, error) {
+	w, err := p.Registry.LeaseWorker(ctx, r)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil && p.loseLeases > 0 {
+		p.loseLeases--
+		return persist.Worker{}, errLost
+	}
+	return w, err
+}
+
+func (p *pausable) Publish(ctx context.Context, c persist.Change) (int64, error) {
+	seq, err := p.Registry.Publish(ctx, c)
+	p.mu.Lock()
+	ch := p.published
+	p.mu.Unlock()
+	if err == nil && ch != nil {
+		ch <- seq
+	}
+	return seq, err
+}
+
+func (p *pausable) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
+	p.mu.Lock()
+	hook := p.beforeGive
+	p.mu.Unlock()
+	if hook != nil {
+		if err := hook(); err != nil {
+			return false, err
+		}
+	}
+	return p.Registry.GiveBackAfter(ctx, tag, from, to, seen)
 }
 
 var errPaused = fmt.Errorf("%w: paused", persist.ErrUnavailable)

@@ -166,6 +166,7 @@ func New(reg persist.Registry, alloc *segment.Allocator, gen *snowflake.Generato
 	}
 	alloc.Hold(fmt.Errorf("%w: not registered yet", ErrLapsed))
 	gen.Revoke(fmt.Errorf("%w: not registered yet", snowflake.ErrNoWorker))
+	alloc.SetFence(n)
 	return n
 }
 
@@ -344,6 +345,7 @@ func (n *Node) turnOffLocked(why error) {
 	}
 	n.gen.Revoke(fmt.Errorf("%w: %w: %w", snowflake.ErrNoWorker, ErrOff, why))
 	n.serving = true
+	n.alloc.SetFence(nil)
 	n.alloc.Release()
 }
 
@@ -381,7 +383,9 @@ func (n *Node) apply(changes []persist.Change, head int64) bool {
 }
 
 // extend makes the node serve until the lease renewed at t0 ends, less
-// the margin, and arms the lapse there.
+// the margin: the allocator admits requests read before then (Serve; the
+// request path checks it, segment/lease.go), and a timer marks the lapse
+// there for the Snowflake generator, the status and the log.
 func (n *Node) extend(t0 time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -390,15 +394,25 @@ func (n *Node) extend(t0 time.Time) {
 	n.stopLapse()
 	n.arm++
 	arm := n.arm
+	if n.serving && n.alloc.Held() != nil {
+		// A request arrived after the lease ran out, before the timer
+		// fired (the process was stopped, the machine suspended): the
+		// allocator stopped serving then.
+		n.lapses.Add(1)
+		n.log.Warn("cluster: the lease had run out when requests arrived (process stopped or machine suspended?); renewed now",
+			"node", n.opts.Node.ID, "last_renewal", n.lastBeat.Format(time.RFC3339Nano))
+		n.serving = false
+	}
 	left := n.deadline.Sub(n.opts.Now())
 	if left <= 0 {
 		n.lapseLocked()
 		return
 	}
+	n.alloc.Serve(n.deadline, fmt.Errorf("%w: not renewed within the lease since %s; cached IDs are not served until the changes made meanwhile are read",
+		ErrLapsed, t0.Format(time.RFC3339Nano)))
 	n.stopLapse = n.opts.AfterFunc(left, func() { n.lapse(arm) })
 	if !n.serving {
 		n.serving = true
-		n.alloc.Release()
 		n.log.Info("cluster: lease current, changes applied; serving", "node", n.opts.Node.ID, "applied", n.seen)
 	}
 }
@@ -453,6 +467,12 @@ func (n *Node) ensureWorker(ctx context.Context, t0 time.Time, bound int64) erro
 	}
 	n.noWorker = nil
 	n.worker, n.workerPrev = w.ID, w.Prev
+	if !n.serving {
+		// The lease lapsed while the answer was on its way: the next
+		// renewal grants the id (renew), once the lease is current.
+		n.log.Info("cluster: Snowflake worker id leased; issuing once the lease is renewed", "worker_id", w.ID, "previous_bound", w.Prev)
+		return nil
+	}
 	n.gen.Grant(w.ID, w.Prev, bound)
 	n.log.Info("cluster: Snowflake worker id leased", "worker_id", w.ID, "previous_bound", w.Prev)
 	return nil
@@ -476,10 +496,35 @@ func (n *Node) workerPrevNow() int64 {
 	return n.workerPrev
 }
 
+// Seen is how far the node has applied the changes published through the
+// other servers (segment.Fence).
+func (n *Node) Seen() int64 { return n.seenNow() }
+
+// GiveBack gives unused IDs back as the store's GiveBack does, refused
+// when a floor published after seen forbids it (segment.Fence): a server
+// that shuts down never lowers max_id below a floor it has not applied,
+// which others may have confirmed and acknowledged meanwhile.
+func (n *Node) GiveBack(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
+	ok, err := n.reg.GiveBackAfter(ctx, tag, from, to, seen)
+	if err == nil && !ok {
+		n.log.Debug("cluster: give-back refused or not matched", "tag", tag, "from", from, "to", to, "applied", seen)
+	}
+	return ok, err
+}
+
 // Leave ends the heartbeat and removes the node from the registry,
 // freeing its worker id with the bound of the last ID it issued, so the
 // id's next holder need not wait for the lease's bound. Call it once
-// nothing issues IDs any more.
+// nothing issues IDs any more, after the allocator has given back its
+// unused IDs (segment.Allocator.Close): until Leave the node renews its
+// lease and applies the changes made meanwhile, so that publishers wait
+// for it, and each give-back is checked against them (GiveBack).
+//
+// Only the worker id the node knows it holds is freed, with the later of
+// the bound it had when leased (what its earlier holders issued up to)
+// and the time of the last ID this node issued: never below either. An id
+// it holds without knowing (a lease whose answer was lost) keeps the
+// bound the store recorded and expires with its lease.
 func (n *Node) Leave(ctx context.Context) error {
 	if n.stop != nil {
 		n.stopOnce.Do(func() { close(n.stop) })
@@ -487,17 +532,19 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.beatMu.Lock()
 	defer n.beatMu.Unlock()
+	// Stopped before its last time unit is read: no ID can be issued
+	// after it, so none is above the bound recorded below.
+	last := n.gen.Stop(fmt.Errorf("%w: the server is shutting down", snowflake.ErrNoWorker))
 	n.mu.Lock()
 	n.stopLapse()
 	n.arm++
 	off, joined := n.off, n.joined
-	bound := max(n.workerPrev, n.gen.Last())
+	worker, bound := n.worker, max(n.workerPrev, last)
 	n.mu.Unlock()
-	n.gen.Revoke(fmt.Errorf("%w: the server is shutting down", snowflake.ErrNoWorker))
 	if off != nil || !joined {
 		return nil
 	}
-	if err := n.reg.Leave(ctx, n.opts.Node.ID, bound); err != nil {
+	if err := n.reg.Leave(ctx, n.opts.Node.ID, worker, bound); err != nil {
 		return fmt.Errorf("cluster: leave: %w", err)
 	}
 	n.mu.Lock()

@@ -18,7 +18,13 @@ import (
 //     a log with a sequence number. Each node reads the log after its
 //     renewal, applies what is new, and acknowledges with the sequence
 //     number it has applied (Renewal.Seen); the operator's command waits
-//     until every live node's Seen reaches its change.
+//     until every live node's Seen reaches its change. A floor is in
+//     effect in the store (max_id above it) from the moment it is in the
+//     log, and stays so: its Publish raises max_id in the same
+//     transaction, and a node gives unused IDs back only through
+//     GiveBackAfter, which refuses to go below a floor it has not
+//     applied. So a node that starts after a change (Join's head) finds
+//     it in the store.
 //   - Worker ids, for Snowflake tags: leased like nodes, unique among
 //     live holders, recycled once a lease has expired. Each records a
 //     bound, the time (Unix milliseconds, on the holder's clock) up to
@@ -138,10 +144,13 @@ type Registry interface {
 	// registered (nothing is renewed); ErrWorkerLost when its worker id
 	// went to another node (the node's lease is renewed).
 	Renew(ctx context.Context, r Renewal) error
-	// Leave removes the node and frees its worker id, setting that id's
-	// bound to bound (the node's last issued time; never below a
-	// previous holder's, which the node started after).
-	Leave(ctx context.Context, node string, bound int64) error
+	// Leave removes the node and frees worker (-1: none) if the node
+	// still holds it, setting its bound to bound: the node's last issued
+	// time, or the bound the id had when the node leased it if that is
+	// later, so never below what a holder issued. Only that id: another
+	// the node holds without knowing (a LeaseWorker whose answer was
+	// lost) keeps its bound and expires with its lease.
+	Leave(ctx context.Context, node string, worker int, bound int64) error
 	// Nodes lists the live nodes, ordered by id.
 	Nodes(ctx context.Context) ([]Node, error)
 	// LeaseWorker leases the node a worker id in [0, r.Limit) that no
@@ -151,8 +160,19 @@ type Registry interface {
 	LeaseWorker(ctx context.Context, r WorkerRequest) (Worker, error)
 	// Publish appends a change to the log and returns its sequence
 	// number. A change becomes visible only after every change before
-	// it, so a node that read up to n has seen all of 1..n.
+	// it, so a node that read up to n has seen all of 1..n. A floor
+	// (ChangeFloor) also raises the tag's max_id to c.Value+1 when it is
+	// lower, in the same transaction, as Admin.RaiseFloor does: a
+	// give-back that lowered it since the floor's own raise is undone
+	// before anyone reads the change.
 	Publish(ctx context.Context, c Change) (int64, error)
+	// GiveBackAfter is Store.GiveBack for a node that has applied the
+	// changes up to seen: it is refused (false, nothing written) when the
+	// log holds a floor of tag at or above to published after seen, or
+	// no longer holds every change after seen. Publish and GiveBackAfter
+	// are serialized, so a floor is never published between the check
+	// and the write.
+	GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error)
 	// Changes returns the changes after seq, in order, and the head of
 	// the log (the last sequence number; 0 when empty).
 	Changes(ctx context.Context, after int64) ([]Change, int64, error)

@@ -52,7 +52,8 @@ type clusterStatements struct {
 	freeCandidate, lockWorker, takeWorker                  string
 	maxWorker, insertWorker                                string
 	head, insertChange, trimChanges, changes               string
-	bumpHead, insertHead, readHead                         string
+	bumpHead, insertHead, readHead, touchHead              string
+	oldestChange, floorsAfter                              string
 	deleteMode, insertMode                                 string
 }
 
@@ -80,7 +81,7 @@ func newClusterStatements(d *Dialect) clusterStatements {
 		renewWorker: rebind(`UPDATE leaf_worker SET expires = ?, bound = CASE WHEN bound < ? THEN ? ELSE bound END
 			WHERE worker_id = ? AND node_id = ?`),
 		workerHolder: rebind(`SELECT node_id FROM leaf_worker WHERE worker_id = ?`),
-		freeWorker:   rebind(`UPDATE leaf_worker SET node_id = NULL, expires = 0, bound = ? WHERE node_id = ?`),
+		freeWorker:   rebind(`UPDATE leaf_worker SET node_id = NULL, expires = 0, bound = ? WHERE worker_id = ? AND node_id = ?`),
 		freeCandidate: rebind(`SELECT worker_id FROM leaf_worker
 			WHERE worker_id < ? AND (node_id IS NULL OR expires <= ?) AND bound < ?
 			ORDER BY bound, worker_id LIMIT 1`),
@@ -93,6 +94,13 @@ func newClusterStatements(d *Dialect) clusterStatements {
 		head:     `SELECT COALESCE(MAX(seq), 0) FROM leaf_change`,
 		bumpHead: `UPDATE leaf_change SET arg = arg + 1 WHERE seq = 0`,
 		readHead: `SELECT arg FROM leaf_change WHERE seq = 0`,
+		// A real change of the head row (created means nothing there): it
+		// takes the row's lock, as Publish's bump does, and on a
+		// certifying cluster (Galera) it conflicts with a Publish
+		// committed elsewhere meanwhile.
+		touchHead:    `UPDATE leaf_change SET created = created + 1 WHERE seq = 0`,
+		oldestChange: `SELECT COALESCE(MIN(seq), 0) FROM leaf_change WHERE seq > 0`,
+		floorsAfter:  rebind(`SELECT COUNT(*) FROM leaf_change WHERE seq > ? AND kind = ? AND biz_tag = ? AND arg >= ?`),
 		insertHead: rebind(`INSERT INTO leaf_change (seq, kind, biz_tag, arg, node_id, created) VALUES (0, 'head', '', ?, '', ?)` +
 			ifAbsent("seq")),
 		insertChange: rebind(`INSERT INTO leaf_change (seq, kind, biz_tag, arg, node_id, created) VALUES (?, ?, ?, ?, ?, ?)` +
@@ -320,13 +328,16 @@ func (c *Core) Renew(ctx context.Context, r Renewal) error {
 }
 
 // Leave implements Registry.
-func (c *Core) Leave(ctx context.Context, node string, bound int64) error {
+func (c *Core) Leave(ctx context.Context, node string, worker int, bound int64) error {
 	return c.clusterOp(ctx, "leave", func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, c.rq.deleteNode, node); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, c.rq.freeWorker, bound, node)
+			if worker < 0 {
+				return nil
+			}
+			_, err := tx.ExecContext(ctx, c.rq.freeWorker, bound, worker, node)
 			return err
 		})
 	})
@@ -485,6 +496,13 @@ func (c *Core) Publish(ctx context.Context, ch Change) (int64, error) {
 			if n == 0 {
 				return fmt.Errorf("change %d exists already: the head row of leaf_change is behind its rows", seq)
 			}
+			if ch.Kind == ChangeFloor && ch.Value >= 0 && ch.Value < math.MaxInt64 {
+				// In effect in the store as it becomes visible (see
+				// Registry.Publish); after the head's lock, as GiveBackAfter.
+				if _, err := tx.ExecContext(ctx, c.q.raiseFloor, ch.Value+1, ch.Tag, ch.Value+1); err != nil {
+					return err
+				}
+			}
 			_, err = tx.ExecContext(ctx, c.rq.trimChanges, seq-KeepChanges)
 			return err
 		})
@@ -493,6 +511,98 @@ func (c *Core) Publish(ctx context.Context, ch Change) (int64, error) {
 		return 0, err
 	}
 	return seq, nil
+}
+
+// GiveBackAfter implements Registry: one transaction that first locks the
+// log's head row (Publish bumps it), then looks for a floor published
+// after seen, then gives back as GiveBack does.
+func (c *Core) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
+	if err := checkTag(tag); err != nil {
+		return false, fmt.Errorf("give back %q: %w", tag, err)
+	}
+	if to < 1 || to >= from {
+		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, ErrInvalid, from, to)
+	}
+	if !c.cluster {
+		return false, fmt.Errorf("give back %q: %w", tag, ErrNoCluster)
+	}
+	var matched bool
+	err := c.write(ctx, "give back", tag, func(ctx context.Context) error {
+		matched = false
+		return c.inTx(ctx, func(tx *sql.Tx) error {
+			head, err := c.lockHead(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if head != seen {
+				ok, err := c.noFloorAfter(ctx, tx, tag, to, seen, head)
+				if err != nil || !ok {
+					return err
+				}
+			}
+			n, err := affected(ctx, tx, c.q.giveBack, to, tag, from)
+			if err != nil {
+				return err
+			}
+			matched = n == 1
+			if !matched {
+				return c.exists(ctx, tx, tag)
+			}
+			if c.guard {
+				_, err = tx.ExecContext(ctx, c.q.lowerGuard, to, tag, from)
+			}
+			return err
+		})
+	})
+	return matched, err
+}
+
+// lockHead locks the log's head row in tx, creating it when missing as
+// Publish does, and returns the last sequence number given.
+func (c *Core) lockHead(ctx context.Context, tx *sql.Tx) (int64, error) {
+	n, err := affected(ctx, tx, c.rq.touchHead)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		now, err := c.dbNow(ctx, tx)
+		if err != nil {
+			return 0, err
+		}
+		var last int64
+		if err := tx.QueryRowContext(ctx, c.rq.head).Scan(&last); err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, c.rq.insertHead, last, now); err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, c.rq.touchHead); err != nil {
+			return 0, err
+		}
+	}
+	var head int64
+	err = tx.QueryRowContext(ctx, c.rq.readHead).Scan(&head)
+	return head, err
+}
+
+// noFloorAfter reports whether the changes after seen, up to head, are all
+// still in the log and none is a floor of tag at or above to.
+func (c *Core) noFloorAfter(ctx context.Context, tx *sql.Tx, tag string, to, seen, head int64) (bool, error) {
+	if head < seen {
+		return false, nil // the log went back (emptied by hand): nothing is known
+	}
+	var oldest int64
+	if err := tx.QueryRowContext(ctx, c.rq.oldestChange).Scan(&oldest); err != nil {
+		return false, err
+	}
+	if oldest == 0 || oldest > seen+1 {
+		return false, nil // changes after seen were trimmed: one may be a floor
+	}
+	var floors int
+	if err := tx.QueryRowContext(ctx, c.rq.floorsAfter, seen, ChangeFloor, tag, to).Scan(&floors); err != nil {
+		return false, err
+	}
+	return floors == 0, nil
 }
 
 // Changes implements Registry.

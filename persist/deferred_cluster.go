@@ -44,12 +44,21 @@ func (d *Deferred) Renew(ctx context.Context, rn Renewal) error {
 }
 
 // Leave implements Registry.
-func (d *Deferred) Leave(ctx context.Context, node string, bound int64) error {
+func (d *Deferred) Leave(ctx context.Context, node string, worker int, bound int64) error {
 	r, err := d.registry(ctx)
 	if err != nil {
 		return err
 	}
-	return r.Leave(ctx, node, bound)
+	return r.Leave(ctx, node, worker, bound)
+}
+
+// GiveBackAfter implements Registry.
+func (d *Deferred) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
+	r, err := d.registry(ctx)
+	if err != nil {
+		return false, err
+	}
+	return r.GiveBackAfter(ctx, tag, from, to, seen)
 }
 
 // Nodes implements Registry.

@@ -236,6 +236,9 @@ func (s *Server) serveConn(c *Conn) {
 		if err = c.rd.fill(); err != nil {
 			return
 		}
+		if arrived := s.opts.Arrived; arrived != nil {
+			arrived(time.Now()) // after the read: see Options.Arrived
+		}
 	}
 }
 

@@ -1,12 +1,15 @@
 package resp
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,6 +238,51 @@ func BenchmarkConnIncr(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i += depth {
 				roundTrip(b, c)
+			}
+		})
+	}
+}
+
+// TestArrivedBeforeCommands: on both transports, Options.Arrived is told
+// a clock reading taken after the request was read and before it runs:
+// the reading is later than the client's send.
+func TestArrivedBeforeCommands(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			h := newTestHandler()
+			var mu sync.Mutex
+			var last time.Time // the last reading Arrived was told
+			var sent time.Time // when the client sent the request running
+			var checked atomic.Int64
+			after := func(name []byte) {
+				mu.Lock()
+				defer mu.Unlock()
+				if last.Before(sent) {
+					t.Errorf("%s ran with Arrived's last reading %v before the request was sent at %v", name, last, sent)
+				}
+				checked.Add(1)
+			}
+			h.after.Store(&after)
+			_, addr := start(t, h, Options{EventLoops: tr.loops, Arrived: func(now time.Time) {
+				mu.Lock()
+				last = now
+				mu.Unlock()
+			}})
+			nc := dial(t, addr)
+			r := bufio.NewReader(nc)
+			for i := range 20 {
+				mu.Lock()
+				sent = time.Now()
+				mu.Unlock()
+				if _, err := nc.Write([]byte(rawresp.Cmd("PING"))); err != nil {
+					t.Fatal(err)
+				}
+				if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+					t.Fatalf("PING %d: %q, %v", i, line, err)
+				}
+			}
+			if n := checked.Load(); n != 20 {
+				t.Fatalf("%d commands checked, want 20", n)
 			}
 		})
 	}

@@ -289,12 +289,9 @@ func (l *loop) stop() {
 func (l *loop) run() {
 	defer close(l.done)
 	defer l.end()
+	arrived := l.s.opts.Arrived
 	yielded := time.Now()
 	for {
-		if time.Since(yielded) >= yieldEvery {
-			runtime.Gosched()
-			yielded = time.Now()
-		}
 		// With connections queued, only poll: they run this round.
 		timeout := -1
 		if len(l.runq) > 0 {
@@ -337,6 +334,19 @@ func (l *loop) run() {
 				default:
 					l.close(c, err)
 				}
+			}
+		}
+		if len(l.runq) > 0 {
+			// One clock reading a round, after its reads: every command
+			// about to run arrived before it (Options.Arrived), and the
+			// yield is timed on it.
+			now := time.Now()
+			if arrived != nil {
+				arrived(now)
+			}
+			if now.Sub(yielded) >= yieldEvery {
+				runtime.Gosched()
+				yielded = now
 			}
 		}
 		l.cur, l.runq = l.runq, l.cur[:0]

@@ -95,6 +95,14 @@ type Options struct {
 	// idle timeout is: an event loop may take a quarter of it (at most a
 	// second) longer.
 	AuthTimeout time.Duration
+	// Arrived, when set, is told a clock reading (time.Now) taken after
+	// requests were read and before any of them runs: once per round of
+	// an event loop, once per read of a goroutine's connection. Every
+	// request about to run arrived before that reading. leaf checks
+	// there that its right to serve from its cache still held when they
+	// arrived (segment.Allocator.Admit): a process stopped or a machine
+	// suspended wakes up with requests read and timers not yet run.
+	Arrived func(now time.Time)
 }
 
 // The defaults of Options' limits.

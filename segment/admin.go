@@ -158,6 +158,7 @@ func (t *Tag) skipTo(n int64) {
 	if t.next != nil && t.next.last <= n {
 		t.next = nil
 	}
+	t.floor = max(t.floor, n)
 	t.high = max(t.high, n+1)
 	if t.init && t.next == nil && t.inflight == nil {
 		// The jump may have passed the prefetch point.

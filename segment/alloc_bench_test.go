@@ -2,9 +2,11 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Benchmarks of the allocator's hot path next to the hardware's limit, a
@@ -166,4 +168,35 @@ func BenchmarkNextParallel(b *testing.B) {
 		})
 		reportWaits(b, a, w)
 	})
+}
+
+// BenchmarkAdmit is what the request path's lease check adds to an event
+// loop round: Admit on a current lease, and the clock reading it needs.
+// The loop reads time.Now once a round where it read time.Since before
+// (for its yield), so a round costs their difference plus Admit.
+func BenchmarkAdmit(b *testing.B) {
+	a := benchAllocator(b, "bench")
+	a.Serve(time.Now().Add(time.Hour), errors.New("lease over"))
+	start := time.Now()
+	b.Run("Admit", func(b *testing.B) {
+		now := time.Now()
+		b.ReportAllocs()
+		for b.Loop() {
+			a.Admit(now)
+		}
+	})
+	b.Run("time.Since", func(b *testing.B) { // the round's clock read before
+		for b.Loop() {
+			_ = time.Since(start)
+		}
+	})
+	b.Run("time.Now+Admit", func(b *testing.B) { // the round's clock read and check now
+		b.ReportAllocs()
+		for b.Loop() {
+			a.Admit(time.Now())
+		}
+	})
+	if a.Held() != nil {
+		b.Fatalf("held under a current lease: %v", a.Held())
+	}
 }

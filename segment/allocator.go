@@ -139,6 +139,7 @@ type Allocator struct {
 	mu       sync.Mutex
 	pending  map[string]*lookupCall
 	negative map[string]unknownName
+	fence    Fence // guards the give-backs of Close; nil: the store's GiveBack
 
 	closed       atomic.Bool
 	waits        atomic.Int64
@@ -149,7 +150,8 @@ type Allocator struct {
 	ambiguous    atomic.Int64          // Takes whose outcome was left unknown
 	loadRounds   atomic.Int64          // store round trips that took segments
 	h            health                // the store's state (health.go)
-	held         atomic.Pointer[error] // Hold's error (mode.go)
+	held         atomic.Pointer[error] // Hold's error, or a lease's that ran out (lease.go)
+	gate         gate                  // the lease (lease.go)
 	cr           creates               // tag creations (create.go)
 	drops        atomic.Int64          // DropCached calls: loads across one are refused
 
@@ -170,6 +172,9 @@ type lookupCall struct {
 	tag     *Tag
 	err     error
 	release func() // of the place under MaxTags a create-ahead took; nil when none
+	// first is the tag whose first load answers this lookup (Prepare),
+	// not in the map until that load ends; nil for a read of the row.
+	first *Tag
 }
 
 // New returns an allocator over store. Call Start to load the tags and begin
@@ -276,8 +281,11 @@ func (a *Allocator) Lookup(ctx context.Context, name []byte) (*Tag, error) {
 	return a.lookupSlow(ctx, string(name))
 }
 
-// Next returns the next ID of a tag.
+// Next returns the next ID of a tag. It checks the lease (Admit) on the
+// allocator's clock first: it serves callers that no connection layer
+// admits (Leaf's HTTP API).
 func (a *Allocator) Next(ctx context.Context, tag string) (int64, error) {
+	a.admitNow()
 	t := a.tags.get(tag)
 	if t == nil {
 		var err error
@@ -288,8 +296,10 @@ func (a *Allocator) Next(ctx context.Context, tag string) (int64, error) {
 	return t.Next(ctx)
 }
 
-// NextN reserves n consecutive IDs of a tag and returns the last one.
+// NextN reserves n consecutive IDs of a tag and returns the last one,
+// checking the lease first as Next does.
 func (a *Allocator) NextN(ctx context.Context, tag string, n int64) (int64, error) {
+	a.admitNow()
 	t := a.tags.get(tag)
 	if t == nil {
 		var err error
@@ -468,8 +478,8 @@ var errLookupAgain = errors.New("segment: the row exists: look it up")
 // the first touches of many tags take few round trips; a.mu is held.
 // Followers wait for it as for any lookup.
 func (a *Allocator) startLookupLocked(name string, release func()) {
-	c := &lookupCall{done: make(chan struct{}), release: release}
 	t := a.newTag(name)
+	c := &lookupCall{done: make(chan struct{}), release: release, first: t}
 	t.lookup = c
 	t.inflight = &load{done: make(chan struct{})}
 	if a.pool.push(t) {
@@ -634,6 +644,9 @@ func (a *Allocator) Close(ctx context.Context) error {
 			a.endLookup(c, t, ErrClosed)
 		}
 	}
+	a.mu.Lock()
+	fence := a.fence
+	a.mu.Unlock()
 	tags := a.tags.all()
 	work := make(chan *Tag)
 	errs := make(chan error, len(tags))
@@ -647,7 +660,7 @@ func (a *Allocator) Close(ctx context.Context) error {
 				// load_timeout, so that a hung database cannot hold the
 				// shutdown for the whole of ctx (which may have no end).
 				tctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
-				err := t.giveBack(tctx)
+				err := t.giveBack(tctx, fence)
 				cancel()
 				if err != nil {
 					errs <- err
@@ -668,8 +681,32 @@ func (a *Allocator) Close(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// giveBack returns the tag's unused IDs to the database; see Close.
-func (t *Tag) giveBack(ctx context.Context) error {
+// Fence guards the give-backs of Close on a store that servers share
+// (package cluster's node is one): a give-back lowers max_id, and must not
+// lower it below a floor this server has not applied yet, which another
+// server may have acknowledged already.
+type Fence interface {
+	// Seen is how far this server has applied the changes published
+	// through the others (the log's sequence number). Close reads it
+	// before it weighs a tag's unused IDs, which then reflect every
+	// floor up to it.
+	Seen() int64
+	// GiveBack is persist.Store.GiveBack, refused (false, and no error)
+	// when a floor of tag at or above to was published after seen.
+	GiveBack(ctx context.Context, tag string, from, to, seen int64) (bool, error)
+}
+
+// SetFence makes Close give back through f (nil: the store's GiveBack).
+func (a *Allocator) SetFence(f Fence) {
+	a.mu.Lock()
+	a.fence = f
+	a.mu.Unlock()
+}
+
+// giveBack returns the tag's unused IDs to the database; see Close. With a
+// fence, each compare-and-set is refused when a floor published after the
+// ones applied here forbids it.
+func (t *Tag) giveBack(ctx context.Context, fence Fence) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.retry != nil {
@@ -679,31 +716,51 @@ func (t *Tag) giveBack(ctx context.Context) error {
 	if !t.init {
 		return nil
 	}
+	// Read before the segments, under the tag's lock: every floor up to
+	// seen was applied to them (skipTo takes the lock) before seen moved.
+	var seen int64
+	if fence != nil {
+		seen = fence.Seen()
+	}
+	give := func(from, to int64) (bool, error) {
+		if fence != nil {
+			return fence.GiveBack(ctx, t.name, from, to, seen)
+		}
+		return t.a.store.GiveBack(ctx, t.name, from, to)
+	}
 	cur := t.cur.Load()
 	// Swap, not Load: a request that raced Close now fails instead of taking
 	// an ID this call is about to give back.
-	first := min(cur.value.Swap(math.MaxInt64/2), cur.last) + 1
+	first := max(min(cur.value.Swap(math.MaxInt64/2), cur.last)+1, t.floor+1)
 	if t.next != nil {
-		ok, err := t.a.store.GiveBack(ctx, t.name, t.next.end(), t.next.start)
-		if errors.Is(err, persist.ErrNotFound) {
-			return nil // the row is gone: nothing to give back to
+		// From its first ID not skipped by a floor: the next segment
+		// hands out nothing before it becomes current.
+		nextFirst := max(t.next.firstUnissued(), t.floor+1)
+		if nextFirst < t.next.end() {
+			ok, err := give(t.next.end(), nextFirst)
+			if errors.Is(err, persist.ErrNotFound) {
+				return nil // the row is gone: nothing to give back to
+			}
+			if err != nil {
+				// Not "another server allocated above": the database did
+				// not answer. Both segments are kept, a gap.
+				return fmt.Errorf("segment: %w", err) // err names the operation and the tag
+			}
+			if !ok {
+				t.a.log.Info("kept the next segment: another server allocated above it, or a floor was set since", "tag", t.name)
+				return nil
+			}
+			t.a.log.Debug("gave back the next segment", "tag", t.name, "from", nextFirst)
+			if nextFirst > t.next.start {
+				return nil // max_id is not at the current segment's end: its tail stays a gap
+			}
 		}
-		if err != nil {
-			// Not "another server allocated above": the database did
-			// not answer. Both segments are kept, a gap.
-			return fmt.Errorf("segment: %w", err) // err names the operation and the tag
-		}
-		if !ok {
-			t.a.log.Info("kept the next segment: another server allocated above it", "tag", t.name)
-			return nil
-		}
-		t.a.log.Debug("gave back the next segment", "tag", t.name, "from", t.next.start)
 		t.next = nil
 	}
 	if first >= cur.end() {
 		return nil
 	}
-	ok, err := t.a.store.GiveBack(ctx, t.name, cur.end(), first)
+	ok, err := give(cur.end(), first)
 	if errors.Is(err, persist.ErrNotFound) {
 		return nil
 	}

@@ -88,8 +88,12 @@
 //
 // Package cluster keeps the servers sharing a store in step: it applies the
 // floors and steps set through other servers (SkipTo, ApplyStep; a range
-// loading meanwhile that ends below a floor is refused, as for a local
-// floor), holds every segment tag while its lease has lapsed (Hold: a
-// floor may have been set meanwhile that it has not read), and drops every
-// cached ID when it missed changes it can no longer read (DropCached).
+// on its way meanwhile that is not above a floor is refused, as for a
+// local floor, on every path: a load, a dedicated INCRBY range, the first
+// load of a name not yet known), lets the segment tags serve under its
+// lease (Serve), which the request path checks (Admit, lease.go: a floor
+// may have been set meanwhile that it has not read), drops every cached ID
+// when it missed changes it can no longer read (DropCached), and guards
+// the give-backs of Close (Fence), which never go below a floor it has not
+// applied.
 package segment

@@ -17,19 +17,22 @@ import (
 // setDown and setHung make every call that serves requests (Take, Tags,
 // Tag, Create) fail at once or hang, as a database that is away.
 type fakeStore struct {
-	mu      sync.Mutex
-	rows    map[string]*persist.Tag
-	guard   map[string]int64                                        // the persistent guard, as persist keeps it; nil: off
-	onTake  func(ctx context.Context, tag string, size int64) error // runs before a Take applies
-	down    error                                                   // every call fails with it at once
-	hung    chan struct{}                                           // every call waits until it is closed or its context ends
-	calls   int                                                     // Take, Tags, Tag and Create calls
-	takes   int
-	sizes   []int64
-	backs   int
-	lookups int   // Tag calls, and Take requests that found no row
-	batches []int // the size of each TakeBatch
-	denyNew error // when set, TakeBatch fails with it the requests that would create a row
+	mu     sync.Mutex
+	rows   map[string]*persist.Tag
+	guard  map[string]int64                                        // the persistent guard, as persist keeps it; nil: off
+	onTake func(ctx context.Context, tag string, size int64) error // runs before a Take applies
+	// onAnswer runs once a Take has applied (committed), before it
+	// answers: it may hold the answer, or lose it (an error).
+	onAnswer func(ctx context.Context, tag string, r persist.Range) error
+	down     error         // every call fails with it at once
+	hung     chan struct{} // every call waits until it is closed or its context ends
+	calls    int           // Take, Tags, Tag and Create calls
+	takes    int
+	sizes    []int64
+	backs    int
+	lookups  int   // Tag calls, and Take requests that found no row
+	batches  []int // the size of each TakeBatch
+	denyNew  error // when set, TakeBatch fails with it the requests that would create a row
 }
 
 var (
@@ -141,15 +144,29 @@ func (s *fakeStore) Take(ctx context.Context, tag string, size int64) (persist.R
 	s.takes++
 	s.sizes = append(s.sizes, size)
 	got := persist.Range{Start: r.MaxID - size, End: r.MaxID, Step: r.Step}
-	if s.guard == nil {
-		return got, nil
+	if s.guard != nil {
+		if high := s.guard[tag]; got.Start < high {
+			got = persist.Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: got.Start}
+			r.MaxID = got.End
+		}
+		s.guard[tag] = got.End
 	}
-	if high := s.guard[tag]; got.Start < high {
-		got = persist.Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: got.Start}
-		r.MaxID = got.End
+	if h := s.onAnswer; h != nil {
+		s.mu.Unlock()
+		err := h(ctx, tag, got)
+		s.mu.Lock()
+		if err != nil {
+			return persist.Range{}, err
+		}
 	}
-	s.guard[tag] = got.End
 	return got, nil
+}
+
+// setAnswerHook sets onAnswer.
+func (s *fakeStore) setAnswerHook(h func(context.Context, string, persist.Range) error) {
+	s.mu.Lock()
+	s.onAnswer = h
+	s.mu.Unlock()
 }
 
 // TakeBatch answers each request as Create (when it asks to create a

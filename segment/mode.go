@@ -108,29 +108,26 @@ func (a *Allocator) CreateMode(ctx context.Context, name, mode, desc string) err
 	return nil
 }
 
-// Hold makes every segment tag refuse to hand out IDs with err (cached or
-// not) until Release: the cluster registry holds a server whose lease
-// lapsed, since a floor may have been set meanwhile that it has not seen.
-// Tags in other modes are not held: their generators stop on their own.
-func (a *Allocator) Hold(err error) { a.held.Store(&err) }
-
-// Release ends Hold.
-func (a *Allocator) Release() { a.held.Store(nil) }
-
-// Held is the error of Hold, nil when not held.
-func (a *Allocator) Held() error {
-	if h := a.held.Load(); h != nil {
-		return *h
-	}
-	return nil
-}
-
 // SkipTo applies a floor set through another server: this server's cached
 // IDs of the tag at or below n are skipped, and ranges at or below it
-// refused from now on. Nothing for a tag this server does not know (it has
-// nothing cached; its loads come from the store, which holds the floor).
+// refused from now on, including the range of a load already on its way.
+// A name not in the map may have its first load on its way (Prepare): the
+// floor is applied to it, whose range is then refused and the name looked
+// up again. Otherwise there is nothing to do for a name this server does
+// not know: it has nothing cached, and its loads start after this call,
+// from the store, which holds the floor since before it was published.
 func (a *Allocator) SkipTo(name string, n int64) {
-	if t := a.tags.get(name); t != nil && t.gen == nil {
+	t := a.tags.get(name)
+	if t == nil {
+		a.mu.Lock()
+		if t = a.tags.get(name); t == nil {
+			if c := a.pending[name]; c != nil {
+				t = c.first
+			}
+		}
+		a.mu.Unlock()
+	}
+	if t != nil && t.gen == nil {
 		t.skipTo(n)
 		a.log.Info("tag floor applied", "tag", name, "floor", n)
 	}

@@ -54,6 +54,7 @@ type Tag struct {
 	steps    int64 // step changes applied by an operator, to spot loads that read the old step
 	lastLoad int64 // unix nanos of the last successful load
 	high     int64 // highest range end accepted: later ranges must start here or above
+	floor    int64 // highest floor applied: no ID at or below it is served (skipTo)
 
 	loads, loadFailures, guardTrips, guardRepairs int64
 	retries, ambiguous                            int64 // Takes run again by the database; outcomes unknown
@@ -287,20 +288,42 @@ func (t *Tag) nextStepLocked(now int64) int64 {
 // every cached segment below it so later IDs stay higher. t.mu is held on
 // entry and on return, but not during the database call, so the hot path's
 // prefetch never waits on the store.
+//
+// The range is checked against the tag's floor and drop mark as they are
+// when the answer arrives, not as they were when it was asked for: a floor
+// applied meanwhile (it was raised in the store after this range was
+// taken) makes the range a gap, and a range of its own is taken again,
+// above the floor, which the store holds by then.
 func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
-	h0, s0 := t.high, t.steps
-	d0 := t.a.drops.Load()
-	t.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, t.a.opts.LoadTimeout)
-	r, err := t.a.take(ctx, t.name, n)
-	cancel()
-	t.mu.Lock()
-	t.noteTakeLocked(r, err)
-	if err == nil {
-		err = t.checkLocked(r, h0)
-	}
-	if err == nil && t.a.drops.Load() != d0 {
-		err = fmt.Errorf("%w: tag %q: cached IDs were dropped during the load", ErrUnavailable, t.name)
+	defer cancel()
+	var r persist.Range
+	var err error
+	for attempt := 1; ; attempt++ {
+		h0, s0 := t.high, t.steps
+		d0 := t.a.drops.Load()
+		t.mu.Unlock()
+		r, err = t.a.take(ctx, t.name, n)
+		t.mu.Lock()
+		t.noteTakeLocked(r, err)
+		if err == nil {
+			err = t.checkLocked(r, h0)
+		}
+		if err == nil && t.a.drops.Load() != d0 {
+			err = fmt.Errorf("%w: tag %q: cached IDs were dropped during the load", ErrUnavailable, t.name)
+		}
+		if err == nil && r.Start <= t.floor {
+			t.a.log.Info("a range taken for INCRBY is at or below a floor applied while it was taken; taking another",
+				"tag", t.name, "start", r.Start, "end", r.End, "floor", t.floor)
+			if attempt < maxFloorRetakes {
+				continue
+			}
+			err = fmt.Errorf("%w: tag %q: ranges taken at or below the floor %d %d times", ErrUnavailable, t.name, t.floor, attempt)
+		}
+		if err == nil {
+			t.tableStepLocked(r.Step, s0)
+		}
+		break
 	}
 	if err != nil {
 		t.failLocked(err)
@@ -322,7 +345,6 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 		t.next = nil
 	}
 	t.high = max(t.high, r.End)
-	t.tableStepLocked(r.Step, s0)
 	t.issued += n
 	t.lastIssued = max(t.lastIssued, r.End-1)
 	t.vanished.Store(false)
@@ -331,6 +353,10 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	}
 	return r.End - 1, nil
 }
+
+// maxFloorRetakes bounds the dedicated ranges one INCRBY takes when
+// floors keep arriving above them.
+const maxFloorRetakes = 3
 
 // noteTakeLocked counts what a Take met on the way: the times the
 // database made it run again (Range.Retries), an outcome left unknown
@@ -560,6 +586,11 @@ func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
 	c := t.lookup
 	t.lookup = nil
 	switch {
+	case lookup && errors.Is(err, errDiscarded):
+		// A floor (or a drop) reached the tag while its first load was on
+		// its way: the range is a gap, and the name is looked up again,
+		// its first load then starting above what the store now holds.
+		lookupErr = errLookupAgain
 	case lookup && err != nil:
 		lookupErr = t.lookupErrorLocked(err)
 	case lookup && !res.Created:

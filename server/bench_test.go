@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,10 +17,13 @@ import (
 // per INCR, in pipelines of 1, 16 and 100, from one connection and from
 // parallel ones. Allocations count both sides (client and server run in
 // this process); BenchmarkDispatchIncr measures the server path alone.
+// The allocator serves under a lease, as with the cluster registry on, so
+// every event loop round checks it (segment.Allocator.Admit).
 func BenchmarkServerIncr(b *testing.B) {
 	so := segment.DefaultOptions()
 	so.DefaultStep = 100_000
 	in := servertest.Start(b, servertest.Options{Segment: &so})
+	in.Alloc.Serve(time.Now().Add(24*time.Hour), errors.New("lease over"))
 	for _, depth := range []int{1, 16, 100} {
 		b.Run("pipeline="+strconv.Itoa(depth), func(b *testing.B) {
 			c := redis.NewClient(&redis.Options{Addr: in.Addr, PoolSize: 1})

@@ -205,6 +205,8 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 		IdleTimeout:     opts.IdleTimeout,
 		TLS:             opts.TLS,
 		AuthTimeout:     opts.AuthTimeout,
+		// The request path's check of the lease (segment/lease.go).
+		Arrived: alloc.Admit,
 	})
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -66,9 +67,10 @@ type Generator struct {
 	clock   coarseClock
 	sleep   func(ctx context.Context, d time.Duration) error
 
-	state atomic.Int64 // last time unit << SeqBits | last sequence
-	lease atomic.Pointer[lease]
-	why   atomic.Pointer[error] // why there is no lease
+	state     atomic.Int64 // last time unit << SeqBits | last sequence; stopped after Stop
+	stoppedAt atomic.Int64 // the state Stop replaced
+	lease     atomic.Pointer[lease]
+	why       atomic.Pointer[error] // why there is no lease
 
 	clockWaits, clockRefusals, seqWaits atomic.Int64
 }
@@ -99,6 +101,14 @@ func (g *Generator) tick(ms int64) int64 {
 		return ms - g.epochMs
 	}
 	return g.l.tickMs(ms)
+}
+
+// revoked is the error of a generator without a lease.
+func (g *Generator) revoked() error {
+	if why := g.why.Load(); why != nil {
+		return *why
+	}
+	return ErrNoWorker
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -150,6 +160,26 @@ func (g *Generator) Revoke(why error) {
 	g.lease.Store(nil)
 }
 
+// stopped is the state of a stopped generator: no compare-and-swap from
+// an earlier state succeeds any more.
+const stopped = math.MaxInt64
+
+// Stop revokes the generator for good, as Revoke, and returns Last as it
+// was when it stopped: every ID issued has a time at or before it,
+// including one whose call was in progress (a call either issued before
+// the stop, and is counted, or fails after it). A server that gives its
+// worker id back records it as the id's bound. A stopped generator issues
+// nothing again, even after Grant.
+func (g *Generator) Stop(why error) int64 {
+	g.Revoke(why)
+	old := g.state.Swap(stopped)
+	if old == stopped {
+		old = g.stoppedAt.Load()
+	}
+	g.stoppedAt.Store(old)
+	return g.l.msOf(old >> g.l.SeqBits)
+}
+
 // Worker is the worker id held, false when none.
 func (g *Generator) Worker() (int, bool) {
 	if ls := g.lease.Load(); ls != nil {
@@ -160,8 +190,14 @@ func (g *Generator) Worker() (int, bool) {
 
 // Last is the first Unix millisecond of the time unit of the last ID
 // issued: no ID issued has a later time. A worker id given back after the
-// generator stopped records it as its bound.
-func (g *Generator) Last() int64 { return g.l.msOf(g.state.Load() >> g.l.SeqBits) }
+// generator stopped records it as its bound (Stop returns it).
+func (g *Generator) Last() int64 {
+	st := g.state.Load()
+	if st == stopped {
+		st = g.stoppedAt.Load()
+	}
+	return g.l.msOf(st >> g.l.SeqBits)
+}
 
 // Stats are the generator's counters.
 type Stats struct {
@@ -229,10 +265,7 @@ func (g *Generator) nowMs(fresh bool) int64 {
 func (g *Generator) next(n int64) (id int64, wait time.Duration, err error) {
 	ls := g.lease.Load()
 	if ls == nil {
-		if why := g.why.Load(); why != nil {
-			return 0, 0, *why
-		}
-		return 0, 0, ErrNoWorker
+		return 0, 0, g.revoked()
 	}
 	// A wait or a refusal is decided on a fresh read of the clock: the
 	// coarse one may lag it by more than a unit when its reader waits to be
@@ -245,6 +278,9 @@ func (g *Generator) next(n int64) (id int64, wait time.Duration, err error) {
 		// went back (read the other way round, a request delayed between
 		// the two would take others' progress for a clock going back).
 		old := g.state.Load()
+		if old == stopped {
+			return 0, 0, g.revoked()
+		}
 		nowMs := g.nowMs(fresh)
 		tick := g.tick(nowMs)
 		last, seq := old>>g.l.SeqBits, old&g.mask

@@ -233,21 +233,16 @@ func decodeHead(kvs []*mvccpb.KeyValue) (int64, error) {
 	return h, nil
 }
 
-// Leave implements persist.Registry: the node's worker ids freed with
-// bound, its key deleted and its lease revoked.
-func (s *Store) Leave(ctx context.Context, node string, bound int64) error {
+// Leave implements persist.Registry: worker freed with bound if the node
+// holds it, the node's key deleted and its lease revoked. Another worker
+// id the node holds without knowing loses its holder key with the lease,
+// and keeps its bound.
+func (s *Store) Leave(ctx context.Context, node string, worker int, bound int64) error {
 	return s.do(ctx, "leave", "", func(ctx context.Context, kv clientv3.KV) error {
-		workers, err := s.workers(ctx, kv)
-		if err != nil {
-			return err
-		}
-		for _, w := range workers {
-			if w.holder != node {
-				continue
-			}
-			hk := s.holderKey(w.id)
+		if worker >= 0 {
+			hk := s.holderKey(worker)
 			if _, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.Value(hk), "=", node)).
-				Then(clientv3.OpPut(s.boundKey(w.id), strconv.FormatInt(bound, 10)), clientv3.OpDelete(hk)).Commit(); err != nil {
+				Then(clientv3.OpPut(s.boundKey(worker), strconv.FormatInt(bound, 10)), clientv3.OpDelete(hk)).Commit(); err != nil {
 				return err
 			}
 		}
@@ -439,34 +434,52 @@ func pickWorker(all []worker, r persist.WorkerRequest) (worker, bool) {
 	return worker{}, false
 }
 
-// Publish implements persist.Registry.
+// Publish implements persist.Registry: the head and the change written in
+// one transaction that compares the head's revision; a floor also writes
+// the tag's record, raised, comparing its revision too.
 func (s *Store) Publish(ctx context.Context, ch persist.Change) (int64, error) {
 	if err := persist.CheckTag(ch.Tag); err != nil {
 		return 0, fmt.Errorf("publish: %w", err)
 	}
+	floor := ch.Kind == persist.ChangeFloor && ch.Value >= 0 && ch.Value < math.MaxInt64
 	var seq int64
 	err := s.do(ctx, "publish", "", func(ctx context.Context, kv clientv3.KV) error {
-		hk := s.headKey()
+		hk, tk := s.headKey(), s.tagKey(ch.Tag)
 		for range registryAttempts {
-			resp, err := kv.Get(ctx, hk)
+			resp, err := kv.Txn(ctx).Then(clientv3.OpGet(hk), clientv3.OpGet(tk)).Commit()
 			if err != nil {
 				return err
 			}
-			head, err := decodeHead(resp.Kvs)
+			heads := first(resp, 0)
+			head, err := decodeHead(heads)
 			if err != nil {
 				return err
 			}
 			var rev int64
-			if len(resp.Kvs) > 0 {
-				rev = resp.Kvs[0].ModRevision
+			if len(heads) > 0 {
+				rev = heads[0].ModRevision
 			}
 			seq = head + 1
 			v := changeValue{Kind: ch.Kind, Tag: ch.Tag, Value: ch.Value, Node: ch.Node}
+			cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(hk), "=", rev)}
 			ops := []clientv3.Op{clientv3.OpPut(hk, strconv.FormatInt(seq, 10)), clientv3.OpPut(s.changeKey(seq), encode(v))}
 			if old := seq - persist.KeepChanges; old > 0 {
 				ops = append(ops, clientv3.OpDelete(s.changeKey(0), clientv3.WithRange(s.changeKey(old+1))))
 			}
-			put, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(hk), "=", rev)).Then(ops...).Commit()
+			if tags := first(resp, 1); floor && len(tags) > 0 {
+				rec, err := decodeRecord(tags[0])
+				if err != nil {
+					return err
+				}
+				if rec.MaxID < ch.Value+1 {
+					// In effect in the store as it becomes visible (see
+					// persist.Registry.Publish).
+					rec.MaxID, rec.UpdateTime = ch.Value+1, s.now().UTC()
+					cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(tk), "=", tags[0].ModRevision))
+					ops = append(ops, clientv3.OpPut(tk, rec.encode()))
+				}
+			}
+			put, err := kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 			if err != nil || put.Succeeded {
 				return err
 			}
@@ -477,6 +490,111 @@ func (s *Store) Publish(ctx context.Context, ch persist.Change) (int64, error) {
 		return 0, err
 	}
 	return seq, nil
+}
+
+// GiveBackAfter implements persist.Registry: the tag's keys, the head and
+// the changes after seen read at one revision; the give-back written only
+// if no change after seen forbids it, comparing the head's revision as
+// Publish does, so that no floor is published in between.
+func (s *Store) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
+	if err := persist.CheckTag(tag); err != nil {
+		return false, fmt.Errorf("give back %q: %w", tag, err)
+	}
+	if to < 1 || to >= from {
+		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, persist.ErrInvalid, from, to)
+	}
+	if s.timeout > 0 {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.timeout)
+			defer cancel()
+		}
+	}
+	// The handle's own changes of the tag wait; its snapshot of the tag is
+	// stale after this write, which its next compare finds out.
+	_, unlock, err := s.lockTag(ctx, tag)
+	if err != nil {
+		return false, s.opErr("give back", tag, unavailableErr(err, nil))
+	}
+	defer unlock()
+	var matched bool
+	err = s.do(ctx, "give back", tag, func(ctx context.Context, kv clientv3.KV) error {
+		hk, end := s.headKey(), clientv3.GetPrefixRangeEnd(s.prefix+logDir)
+		for range registryAttempts {
+			matched = false
+			resp, err := kv.Txn(ctx).Then(clientv3.OpGet(s.tagKey(tag)), clientv3.OpGet(s.guardKey(tag)), clientv3.OpGet(hk),
+				clientv3.OpGet(s.changeKey(seen+1), clientv3.WithRange(end))).Commit()
+			if err != nil {
+				return err
+			}
+			snap, err := snapshotOf(first(resp, 0), first(resp, 1))
+			if err != nil {
+				return err
+			}
+			if snap.tagRev == 0 {
+				return persist.ErrNotFound
+			}
+			if snap.rec.MaxID != from {
+				return nil
+			}
+			heads := first(resp, 2)
+			head, err := decodeHead(heads)
+			if err != nil {
+				return err
+			}
+			if ok, err := s.noFloorAfter(first(resp, 3), tag, to, seen, head); err != nil || !ok {
+				return err
+			}
+			rec := snap.rec
+			rec.MaxID, rec.UpdateTime = to, s.now().UTC()
+			cmps, puts := s.writeOps(tag, snap, write{rec: rec, setGuard: snap.guardRev != 0 && snap.high == from, high: to})
+			if len(heads) > 0 {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(hk), "=", heads[0].ModRevision))
+			} else {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(hk), "=", 0))
+			}
+			put, err := kv.Txn(ctx).If(cmps...).Then(puts...).Commit()
+			if err != nil {
+				return err
+			}
+			if put.Succeeded {
+				matched = true
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: the tag or the log kept moving", persist.ErrUnavailable)
+	})
+	if err != nil {
+		return false, err
+	}
+	return matched, nil
+}
+
+// noFloorAfter reports whether changes, those after seen up to head, are
+// all there and none is a floor of tag at or above to.
+func (s *Store) noFloorAfter(changes []*mvccpb.KeyValue, tag string, to, seen, head int64) (bool, error) {
+	switch {
+	case head == seen:
+		return true, nil
+	case head < seen:
+		return false, nil // the log went back (emptied by hand): nothing is known
+	}
+	want := seen + 1
+	for _, kv := range changes {
+		seq, err := strconv.ParseInt(string(kv.Key[len(s.prefix+logDir):]), 10, 64)
+		var v changeValue
+		if err != nil || json.Unmarshal(kv.Value, &v) != nil {
+			return false, fmt.Errorf("%w: %q is not a change: %.100q", persist.ErrSchema, kv.Key, kv.Value)
+		}
+		if seq != want {
+			return false, nil // trimmed: a missing change may be a floor
+		}
+		want++
+		if v.Kind == persist.ChangeFloor && v.Tag == tag && v.Value >= to {
+			return false, nil
+		}
+	}
+	return want > head, nil
 }
 
 // Changes implements persist.Registry: the changes after after and the

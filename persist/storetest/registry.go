@@ -43,9 +43,12 @@ func RunRegistry(t *testing.T, newStore func(t *testing.T) Opener) {
 		{"WorkerBound", testWorkerBound},
 		{"WorkerPreference", testWorkerPreference},
 		{"WorkerLost", testWorkerLost},
+		{"LeaveFreesKnownOnly", testLeaveFreesKnownOnly},
 		{"ConcurrentWorkers", testConcurrentWorkers},
 		{"Changes", testChanges},
 		{"ConcurrentPublish", testConcurrentPublish},
+		{"PublishFloorRaises", testPublishFloorRaises},
+		{"GiveBackAfter", testGiveBackAfter},
 		{"CreateSnowflake", testCreateSnowflake},
 	}
 	for _, tc := range tests {
@@ -158,7 +161,7 @@ func testJoinListLeave(t *testing.T, open Opener) {
 	mustJoin(t, r, "a", lease)
 	wantNodes(t, other, "a/-1/0", "b/-1/0")
 
-	if err := other.Leave(t.Context(), "a", 0); err != nil {
+	if err := other.Leave(t.Context(), "a", -1, 0); err != nil {
 		t.Fatal(err)
 	}
 	wantNodes(t, r, "b/-1/0")
@@ -236,7 +239,7 @@ func testWorkerIDs(t *testing.T, open Opener) {
 		t.Fatalf("d leased %d, want b's expired %d", w.ID, idOf(got, "b"))
 	}
 	// c leaves: its id is free for b (joined again: its lease expired).
-	if err := r.Leave(t.Context(), "c", 1500); err != nil {
+	if err := r.Leave(t.Context(), "c", idOf(got, "c"), 1500); err != nil {
 		t.Fatal(err)
 	}
 	mustJoin(t, r, "b", lease)
@@ -279,7 +282,7 @@ func testWorkerBound(t *testing.T, open Opener) {
 		t.Fatalf("after a's lease expired, b leased %+v, want id %d with Prev 9000 (the highest bound a recorded)", got, w.ID)
 	}
 	// b's lower bound did not lower the recorded one.
-	if err := r.Leave(t.Context(), "b", 9100); err != nil {
+	if err := r.Leave(t.Context(), "b", got.ID, 9100); err != nil {
 		t.Fatal(err)
 	}
 	mustJoin(t, r, "a", lease)
@@ -301,10 +304,10 @@ func testWorkerPreference(t *testing.T, open Opener) {
 	wa := mustLease(t, r, request("a", limit, 1000))
 	wb := mustLease(t, r, request("b", limit, 1000))
 	// a leaves with a bound at 50,000, b at 20,000.
-	if err := r.Leave(t.Context(), "a", 50_000); err != nil {
+	if err := r.Leave(t.Context(), "a", wa.ID, 50_000); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Leave(t.Context(), "b", 20_000); err != nil {
+	if err := r.Leave(t.Context(), "b", wb.ID, 20_000); err != nil {
 		t.Fatal(err)
 	}
 	// At 30,000 on c's clock, b's id has passed, a's has not.
@@ -352,18 +355,159 @@ func testWorkerLost(t *testing.T, open Opener) {
 	}
 	wantErr(t, "Renew of a worker id taken by b", err, persist.ErrWorkerLost)
 	wantNodes(t, r, "a/-1/9", fmt.Sprintf("b/%d/0", w.ID))
-	// a leaving does not free b's id, nor change its bound.
-	if err := r.Leave(t.Context(), "a", 0); err != nil {
+	// a leaving (it holds w, it thinks) does not free b's id, nor change
+	// its bound.
+	if err := r.Leave(t.Context(), "a", w.ID, 0); err != nil {
 		t.Fatal(err)
 	}
 	wantNodes(t, r, fmt.Sprintf("b/%d/0", w.ID))
-	if err := r.Leave(t.Context(), "b", 4000); err != nil {
+	if err := r.Leave(t.Context(), "b", w.ID, 4000); err != nil {
 		t.Fatal(err)
 	}
 	mustJoin(t, r, "c", lease)
 	if got := mustLease(t, r, request("c", 1, 5000)); got.Prev != 4000 {
 		t.Fatalf("after b left with 4000, Prev = %d", got.Prev)
 	}
+}
+
+// testLeaveFreesKnownOnly: a node that holds a second worker id without
+// knowing it (its lease's answer was lost, and it leased again) frees
+// only the id it knows; the other keeps the bound recorded with it, never
+// lowered to the leaving node's, and is free once its lease ends (with
+// the node's on etcd).
+func testLeaveFreesKnownOnly(t *testing.T, open Opener) {
+	r := registry(t, open(t))
+	// x held an id up to 80,000 on its clock, and left.
+	mustJoin(t, r, "x", lease)
+	wx := mustLease(t, r, request("x", 2, 1000))
+	if err := r.Leave(t.Context(), "x", wx.ID, 80_000); err != nil {
+		t.Fatal(err)
+	}
+	// a's clock is at 100,000: it leases x's id (bound passed), for no
+	// time at all (expired at once where leases are per id), and the
+	// answer is lost; it leases again at 1,000 and gets a new id.
+	mustJoin(t, r, "a", lease)
+	unknown := mustLease(t, r, persist.WorkerRequest{Node: "a", Limit: 2, TTL: 0, Now: 100_000, Bound: 100_000})
+	if unknown.ID != wx.ID || unknown.Prev != 80_000 {
+		t.Fatalf("a leased %+v, want x's id %d with Prev 80000", unknown, wx.ID)
+	}
+	known := mustLease(t, r, persist.WorkerRequest{Node: "a", Limit: 2, TTL: lease, Now: 1000, Bound: 1000})
+	if known.ID == unknown.ID {
+		t.Fatalf("a leased %d twice", known.ID)
+	}
+	// a leaves with its last time, 5,000, and the id it knows.
+	if err := r.Leave(t.Context(), "a", known.ID, 5000); err != nil {
+		t.Fatal(err)
+	}
+	mustJoin(t, r, "b", lease)
+	got := map[int]int64{}
+	for range 2 {
+		w := mustLease(t, r, persist.WorkerRequest{Node: "b", Limit: 2, TTL: lease, Now: 1_000_000, Bound: 1_000_000})
+		got[w.ID] = w.Prev
+	}
+	if got[known.ID] != 5000 {
+		t.Fatalf("the id a left: Prev %d, want the bound it left with, 5000 (b leased %v)", got[known.ID], got)
+	}
+	if prev, ok := got[unknown.ID]; !ok || prev < 100_000 {
+		t.Fatalf("the id a held without knowing: Prev %d (leased: %v), want the bound recorded when a leased it, 100000: "+
+			"Leave lowered it", prev, ok)
+	}
+}
+
+// testPublishFloorRaises: a floor's Publish raises max_id in the same
+// transaction, never lowering it; a step's leaves it alone.
+func testPublishFloorRaises(t *testing.T, open Opener) {
+	s := open(t)
+	r := registry(t, s)
+	ctx := t.Context()
+	mustCreate(t, s, "t", 10, "")
+	mustTake(t, s, "t", 10) // max_id 11
+	if _, err := r.Publish(ctx, persist.Change{Kind: persist.ChangeFloor, Tag: "t", Value: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustTag(t, s, "t").MaxID; got != 501 {
+		t.Fatalf("max_id after publishing the floor 500: %d, want 501", got)
+	}
+	if _, err := r.Publish(ctx, persist.Change{Kind: persist.ChangeFloor, Tag: "t", Value: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Publish(ctx, persist.Change{Kind: persist.ChangeStep, Tag: "t", Value: 100_000}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustTag(t, s, "t").MaxID; got != 501 {
+		t.Fatalf("max_id after a lower floor and a step: %d, want 501", got)
+	}
+	// A floor of a tag without a row is published all the same.
+	if _, err := r.Publish(ctx, persist.Change{Kind: persist.ChangeFloor, Tag: "none", Value: 7}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testGiveBackAfter: a give-back is refused when a floor of the tag at or
+// above where it would lower max_id was published after what the node
+// applied; other changes do not refuse it.
+func testGiveBackAfter(t *testing.T, open Opener) {
+	s := open(t)
+	r := registry(t, s)
+	ctx := t.Context()
+	mustCreate(t, s, "t", 100, "")
+	mustTake(t, s, "t", 100) // [1, 101)
+	_, seen, err := r.Changes(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := r.GiveBackAfter(ctx, "t", 101, 50, seen)
+	if err != nil || !ok {
+		t.Fatalf("GiveBackAfter with nothing published since: %v, %v", ok, err)
+	}
+	if got := mustTag(t, s, "t").MaxID; got != 50 {
+		t.Fatalf("max_id after the give-back: %d, want 50", got)
+	}
+	mustTake(t, s, "t", 100) // [50, 150)
+	// Published since seen: a step, another tag's floor, then t's floor
+	// of 120, below max_id.
+	for _, ch := range []persist.Change{
+		{Kind: persist.ChangeStep, Tag: "t", Value: 7},
+		{Kind: persist.ChangeFloor, Tag: "other", Value: 1_000_000},
+		{Kind: persist.ChangeFloor, Tag: "t", Value: 120},
+	} {
+		if _, err := r.Publish(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := r.GiveBackAfter(ctx, "t", 150, 100, seen); err != nil || ok {
+		t.Fatalf("GiveBackAfter to 100 past a floor of 120 published since: %v, %v; want refused", ok, err)
+	}
+	if got := mustTag(t, s, "t").MaxID; got != 150 {
+		t.Fatalf("max_id after the refused give-back: %d, want 150", got)
+	}
+	if ok, err := r.GiveBackAfter(ctx, "t", 150, 121, seen); err != nil || !ok {
+		t.Fatalf("GiveBackAfter to 121, above the floor 120: %v, %v", ok, err)
+	}
+	if got := mustTag(t, s, "t").MaxID; got != 121 {
+		t.Fatalf("max_id after the give-back above the floor: %d, want 121", got)
+	}
+	// Not at from: not matched, nothing written.
+	if ok, err := r.GiveBackAfter(ctx, "t", 999, 121, seen); err != nil || ok {
+		t.Fatalf("GiveBackAfter from a max_id it is not at: %v, %v", ok, err)
+	}
+	// A node that has applied the floor gives back down to it.
+	_, head, err := r.Changes(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTake(t, s, "t", 100) // [121, 221)
+	if ok, err := r.GiveBackAfter(ctx, "t", 221, 121, head); err != nil || !ok {
+		t.Fatalf("GiveBackAfter having applied every change: %v, %v", ok, err)
+	}
+	// A log behind what the node applied (emptied by hand): refused.
+	if ok, err := r.GiveBackAfter(ctx, "t", 121, 100, head+5); err != nil || ok {
+		t.Fatalf("GiveBackAfter past the log's head: %v, %v; want refused", ok, err)
+	}
+	_, err = r.GiveBackAfter(ctx, "missing", 10, 5, head)
+	wantErr(t, "GiveBackAfter of a tag without a row", err, persist.ErrNotFound)
+	_, err = r.GiveBackAfter(ctx, "t", 10, 10, head)
+	wantErr(t, "GiveBackAfter to == from", err, persist.ErrInvalid)
 }
 
 // testConcurrentWorkers: nodes on handles of their own lease at once; each

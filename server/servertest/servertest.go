@@ -137,13 +137,14 @@ func (in *Instance) Stop() error {
 		if err := <-in.served; !errors.Is(err, server.ErrServerClosed) {
 			errs = append(errs, err)
 		}
+		// Give back while registered, then leave, as leaf does.
+		if err := in.Alloc.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		if in.Node != nil {
 			if err := in.Node.Leave(ctx); err != nil {
 				errs = append(errs, err)
 			}
-		}
-		if err := in.Alloc.Close(ctx); err != nil {
-			errs = append(errs, err)
 		}
 		if err := in.sqlite.Close(); err != nil {
 			errs = append(errs, err)
