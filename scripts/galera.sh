@@ -16,6 +16,7 @@
 #                                      and writes them to <dir>/env
 #   scripts/galera.sh stop <dir>       stop HAProxy and the nodes by their PIDs, and wait
 #   scripts/galera.sh destroy <dir>    stop, and delete the nodes' data
+#   scripts/galera.sh install          only install what is missing (as root)
 #
 # Faults, for the tests (N is 1, 2 or 3):
 #
@@ -41,7 +42,7 @@ set -euo pipefail
 
 log() { echo "galera.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { echo "usage: $0 start|stop|destroy <dir> | kill|restart <dir> 1|2|3" >&2; exit 2; }
+usage() { echo "usage: $0 install | start|stop|destroy <dir> | kill|restart <dir> 1|2|3" >&2; exit 2; }
 
 find_bin() {
 	command -v "$1" 2>/dev/null && return 0
@@ -207,6 +208,21 @@ start_node() {
 	if ! port_free "${P_CLIENT[n]}" || ! port_free "${P_GCOMM[n]}" || ! port_free "${P_IST[n]}" ||
 		! port_free "${P_SST[n]}"; then
 		die "a port of node $n is taken by another program (ports in $dir/ports)"
+	fi
+	# After a crash grastate.dat holds no position (seqno -1) and the node
+	# would ask for a whole copy of the data (SST, tens of seconds): the
+	# position recovered from InnoDB lets it catch up from a donor's
+	# gcache instead (IST), as Debian's galera_recovery does under systemd.
+	if [ -z "$extra" ] && grep -q '^seqno: *-1' "$node/data/grastate.dat" 2>/dev/null; then
+		local pos
+		"$(find_bin mariadbd)" --defaults-file="$node/my.cnf" --user="$server_user" --wsrep-recover \
+			--log-error="$node/recover.log" </dev/null >/dev/null 2>&1 || true
+		pos=$(sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:[0-9-]*\).*/\1/p' "$node/recover.log" 2>/dev/null | tail -n 1)
+		"${as_server[@]}" rm -f "$node/recover.log"
+		if [ -n "$pos" ] && [ "${pos##*:}" != -1 ]; then
+			log "node $n recovered position $pos"
+			extra="--wsrep-start-position=$pos"
+		fi
 	fi
 	log "starting node $n on 127.0.0.1:${P_CLIENT[n]} ${extra}"
 	: >"$dir/node$n.out"
@@ -392,10 +408,19 @@ restart() {
 	cluster=$(cat "$dir/cluster")
 	ports "$dir"
 	[ -n "$(running_nodes "$dir")" ] || die "no node runs: use start to bootstrap the cluster"
-	start_node "$dir" "$cluster" "$n"
+	# A state transfer can fail on a busy machine (the donor's rsync
+	# times out); the node then exits, and a second try usually works.
+	(start_node "$dir" "$cluster" "$n") || {
+		log "node $n did not come back; trying once more"
+		start_node "$dir" "$cluster" "$n"
+	}
 }
 
 case "${1:-}" in
+install)
+	[ $# -eq 1 ] || usage
+	ensure_installed
+	;;
 start | stop | destroy)
 	[ $# -eq 2 ] || usage
 	dir=$(mkdir -p "$2" && cd "$2" && pwd)

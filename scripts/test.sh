@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # make test: formatting, vet, every Go test under -race (each package's, and
 # e2e/'s, which drive the built binary) against a real SQLite file, a
-# throwaway MariaDB, a throwaway PostgreSQL and a throwaway three-member
-# etcd cluster, then the redis-cli / redis-benchmark smoke test against a
+# throwaway MariaDB, a throwaway PostgreSQL, a throwaway three-member
+# etcd cluster and a throwaway three-node MariaDB Galera cluster behind
+# HAProxy, then the redis-cli / redis-benchmark smoke test against a
 # freshly built binary. Installs what it needs from Debian's packages when
 # run as root (redis-tools, redis-server, mariadb-server, postgresql,
-# etcd-server, chromium).
+# etcd-server, galera-4, rsync, haproxy, chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -29,12 +30,25 @@ work=$(mktemp -d)
 # tests do not wait on the disk.
 etcd_dir=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 cleanup() {
+	if [ -n "${galera_pid:-}" ]; then wait "$galera_pid" 2>/dev/null || true; fi
+	scripts/galera.sh destroy "$work/galera" >/dev/null 2>&1 || true
 	scripts/mariadb.sh stop "$work/mariadb" >/dev/null 2>&1 || true
 	scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true
 	scripts/postgres.sh destroy "$work/postgres" >/dev/null 2>&1 || true
 	rm -rf "$work" "$etcd_dir"
 }
 trap cleanup EXIT
+
+# The Galera cluster starts in the background (its nodes join one after
+# the other, a state transfer each) while the other servers start; its
+# packages are installed first, so that apt runs once at a time.
+galera_pid=""
+if scripts/galera.sh install; then
+	scripts/galera.sh start "$work/galera" >"$work/galera.env" 2>"$work/galera.log" &
+	galera_pid=$!
+else
+	echo "no Galera could be installed: Galera tests will skip (and fail under CI=true)" >&2
+fi
 
 if dsn=$(scripts/mariadb.sh start "$work/mariadb"); then
 	export "${dsn?}"
@@ -50,6 +64,16 @@ if dsn=$(scripts/postgres.sh start "$work/postgres"); then
 	export "${dsn?}"
 else
 	echo "no PostgreSQL could be started: PostgreSQL tests will skip (and fail under CI=true)" >&2
+fi
+
+if [ -n "$galera_pid" ]; then
+	if wait "$galera_pid"; then
+		while read -r line; do export "${line?}"; done <"$work/galera.env"
+	else
+		cat "$work/galera.log" >&2
+		echo "no Galera cluster could be started: Galera tests will skip (and fail under CI=true)" >&2
+	fi
+	galera_pid=""
 fi
 
 go test -race -count=1 -timeout 40m ./...

@@ -8,7 +8,10 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,7 +98,47 @@ const galeraHow = "start a throwaway Galera cluster with " +
 // its proxy: a fresh database, dropped by t.Cleanup.
 func GaleraDSN(t testing.TB) string {
 	t.Helper()
-	return newDatabase(t, EnvGaleraDSN, storetest.EnvDSN(t, EnvGaleraDSN, galeraHow))
+	return galeraDSN(t, false)
+}
+
+// GaleraDSNAlone is GaleraDSN for a test that kills the cluster's nodes:
+// it holds the cluster alone (GaleraLock) until it ends.
+func GaleraDSNAlone(t testing.TB) string {
+	t.Helper()
+	return galeraDSN(t, true)
+}
+
+func galeraDSN(t testing.TB, alone bool) string {
+	t.Helper()
+	admin := storetest.EnvDSN(t, EnvGaleraDSN, galeraHow)
+	GaleraLock(t, alone)
+	return newDatabase(t, EnvGaleraDSN, admin)
+}
+
+// GaleraLock holds a lock on the cluster of LEAF_TEST_GALERA_DIR until t
+// ends: shared by the tests that only use it, exclusive for one that kills
+// its nodes, so that tests of other packages, run at the same time, do
+// not see their nodes die. A test takes it once (a second lock of the
+// same process waits for the first). A no-op without LEAF_TEST_GALERA_DIR.
+func GaleraLock(t testing.TB, exclusive bool) {
+	t.Helper()
+	dir := os.Getenv(EnvGaleraDir)
+	if dir == "" {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "tests.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvGaleraDir, err)
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		t.Fatalf("lock the Galera cluster: %v", err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing the file releases the lock
 }
 
 // GaleraNodes is a fresh database on the Galera cluster of
@@ -105,6 +148,7 @@ func GaleraDSN(t testing.TB) string {
 func GaleraNodes(t testing.TB) []string {
 	t.Helper()
 	nodes := strings.Split(storetest.EnvDSN(t, EnvGaleraNodes, galeraHow), ",")
+	GaleraLock(t, false)
 	first := newDatabase(t, EnvGaleraNodes, nodes[0])
 	cfg, err := mysql.ParseDSN(first)
 	if err != nil {
