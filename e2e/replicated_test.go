@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 )
@@ -68,4 +74,82 @@ func TestChaosGaleraNodeKills(t *testing.T) {
 		}
 	}})
 	assertNoRepairs(t, res.logs)
+}
+
+// The chaos on a three-node PostgreSQL cluster under Patroni
+// (synchronous_mode), the servers' DSN listing every node with
+// target_session_attrs=read-write, while the primary is killed (SIGKILL,
+// Patroni and PostgreSQL) and fails over, twice; the old primary rejoins
+// as a standby after each. No ID may repeat. Beside the chaos, a fourth
+// server answers two probes through each failover: a tag whose IDs it
+// holds in cache must answer every INCR (a failover never stops a cached
+// tag), and a tag never seen before gets IDs again once the new primary
+// takes writes, after a time the test reports (Patroni's ttl, 10 s here,
+// and the promotion).
+func TestChaosPatroniFailover(t *testing.T) {
+	p := lockPatroni(t)
+	dir := t.TempDir()
+	store := []string{"LEAF_STORE_DRIVER=postgres", "LEAF_STORE_DSN=" + p.dsn}
+	probe := startLeaf(t, dir, append(store, "LEAF_SEGMENT_DEFAULT_STEP=1000000", "LEAF_SEGMENT_MAX_STEP=1000000",
+		"LEAF_SEGMENT_LOAD_TIMEOUT=2s", "LEAF_LOG_LEVEL=info")...)
+	pc := redis.NewClient(&redis.Options{Addr: probe.Addr, PoolSize: 2, MaxRetries: -1,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	t.Cleanup(func() { _ = pc.Close() })
+	cached := "patroni_cached"
+	if _, err := pc.Incr(t.Context(), cached).Result(); err != nil {
+		t.Fatal(err)
+	}
+
+	var resumed []time.Duration
+	fresh := 0
+	failover := func() {
+		old := p.primary()
+		stop := make(chan struct{})
+		cachedErrs := make(chan error, 1)
+		go func() { // the cached tag, all through the failover
+			defer close(cachedErrs)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := pc.Incr(context.Background(), cached).Result(); err != nil {
+					cachedErrs <- err
+					return
+				}
+			}
+		}()
+		killed := time.Now()
+		p.script("kill", strconv.Itoa(old))
+		// A new tag, a new name each try, until one gets an ID.
+		for {
+			fresh++
+			_, err := pc.Incr(context.Background(), fmt.Sprintf("patroni_new_%d", fresh)).Result()
+			if err == nil {
+				break
+			}
+			if time.Since(killed) > 3*time.Minute {
+				t.Fatalf("no ID for a new tag 3 minutes after the primary was killed: %v", err)
+			}
+		}
+		resumed = append(resumed, time.Since(killed))
+		close(stop)
+		if err := <-cachedErrs; err != nil {
+			t.Errorf("the cached tag stopped serving during the failover: %v", err)
+		}
+		p.script("restart", strconv.Itoa(old))
+		p.script("wait")
+	}
+	env := append(store, chaosEnv...)
+	// Each failover takes some 40 seconds (Patroni's ttl, the old primary's
+	// pg_rewind): make test fails over once, LEAF_TEST_LONG=1 twice.
+	long := os.Getenv("LEAF_TEST_LONG") != ""
+	res := runChaosWith(t, dir, env, chaosOptions{storeFault: func(ev int) {
+		if ev == 2 || (long && ev == 7) {
+			failover()
+		}
+	}})
+	assertNoRepairs(t, append(res.logs, probe.Log()))
+	t.Logf("a new tag got IDs again %v after each primary was killed", resumed)
 }

@@ -206,7 +206,8 @@ type Dialect struct {
 	// Drop tells errors after which the connection should not be used
 	// again (a Galera node out of the cluster answers every statement
 	// with 1047), so that the next attempt opens another one, perhaps
-	// through a proxy to a healthy node; nil: none.
+	// through a proxy to a healthy node; nil: none. Used where Verify is
+	// set, whose transactions hold their connection.
 	Drop func(error) bool
 	// MaxOpenConns and ConnMaxLifetime are the pool's defaults, for zero
 	// Options fields (ConnMaxLifetime 0: never recycled).

@@ -2,11 +2,13 @@
 # make test: formatting, vet, every Go test under -race (each package's, and
 # e2e/'s, which drive the built binary) against a real SQLite file, a
 # throwaway MariaDB, a throwaway PostgreSQL, a throwaway three-member
-# etcd cluster and a throwaway three-node MariaDB Galera cluster behind
-# HAProxy, then the redis-cli / redis-benchmark smoke test against a
+# etcd cluster, a throwaway three-node MariaDB Galera cluster behind
+# HAProxy, a throwaway three-node PostgreSQL cluster under Patroni (on
+# that etcd) and pgbouncer in transaction mode before the PostgreSQL, then
+# the redis-cli / redis-benchmark smoke test against a
 # freshly built binary. Installs what it needs from Debian's packages when
 # run as root (redis-tools, redis-server, mariadb-server, postgresql,
-# etcd-server, galera-4, rsync, haproxy, chromium).
+# etcd-server, galera-4, rsync, haproxy, patroni, pgbouncer, chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -32,6 +34,8 @@ etcd_dir=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 cleanup() {
 	if [ -n "${galera_pid:-}" ]; then wait "$galera_pid" 2>/dev/null || true; fi
 	scripts/galera.sh destroy "$work/galera" >/dev/null 2>&1 || true
+	scripts/patroni.sh destroy "$work/patroni" >/dev/null 2>&1 || true
+	scripts/pgbouncer.sh stop "$work/pgbouncer" >/dev/null 2>&1 || true
 	scripts/mariadb.sh stop "$work/mariadb" >/dev/null 2>&1 || true
 	scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true
 	scripts/postgres.sh destroy "$work/postgres" >/dev/null 2>&1 || true
@@ -64,6 +68,23 @@ if dsn=$(scripts/postgres.sh start "$work/postgres"); then
 	export "${dsn?}"
 else
 	echo "no PostgreSQL could be started: PostgreSQL tests will skip (and fail under CI=true)" >&2
+fi
+
+if [ -n "${LEAF_TEST_POSTGRES_DSN:-}" ]; then
+	if dsn=$(scripts/pgbouncer.sh start "$work/pgbouncer"); then
+		export "${dsn?}"
+	else
+		echo "no pgbouncer could be started: pgbouncer tests will skip (and fail under CI=true)" >&2
+	fi
+fi
+
+# PostgreSQL under Patroni keeps its leader key in the etcd cluster above.
+if [ -n "${LEAF_TEST_ETCD_ENDPOINTS:-}" ] && scripts/patroni.sh install &&
+	scripts/patroni.sh start "$work/patroni" >"$work/patroni.env" 2>"$work/patroni.log"; then
+	while read -r line; do export "${line?}"; done <"$work/patroni.env"
+else
+	tail -n 30 "$work/patroni.log" >&2 2>/dev/null || true
+	echo "no Patroni cluster could be started: Patroni tests will skip (and fail under CI=true)" >&2
 fi
 
 if [ -n "$galera_pid" ]; then
