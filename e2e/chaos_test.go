@@ -72,10 +72,36 @@ func chaosSeedFor(t *testing.T) uint64 {
 // It returns the longest time a client saw nothing but TRYAGAIN: from the
 // first TRYAGAIN of a run of them to the next ID.
 func runChaos(t *testing.T, dir string, env []string, storeFault func(ev int)) (longestTryAgain time.Duration) {
+	return runChaosWith(t, dir, env, chaosOptions{storeFault: storeFault}).longestTryAgain
+}
+
+// chaosOptions vary the chaos of runChaosWith.
+type chaosOptions struct {
+	storeFault func(ev int) // as runChaos's
+	// slotEnv is added to env for the servers of slot i (each server on
+	// its own database node, say); nil: none.
+	slotEnv func(i int) []string
+	// perEvent is the replies between two events; 0: chaosPerEvent, or
+	// LEAF_CHAOS_PER_EVENT for a longer run by hand.
+	perEvent int64
+}
+
+// chaosResult is what a chaos run saw.
+type chaosResult struct {
+	longestTryAgain time.Duration
+	ids             int64    // IDs received
+	logs            []string // of every process life, the last check's included
+}
+
+// runChaosWith is runChaos with options.
+func runChaosWith(t *testing.T, dir string, env []string, o chaosOptions) (res chaosResult) {
 	seed := chaosSeedFor(t)
 	t.Logf("seed %d (set LEAF_CHAOS_SEED to change it)", seed)
+	storeFault := o.storeFault
+	perEvent := cmp.Or(o.perEvent, chaosPerEventFor(t))
 	start := time.Now()
-	cl := newCluster(t, dir, env)
+	cl := newClusterWith(t, dir, env, o.slotEnv)
+	defer func() { res.logs = cl.logs() }()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var received atomic.Int64
@@ -95,7 +121,7 @@ func runChaos(t *testing.T, dir string, env []string, storeFault func(ev int)) (
 	sched := rand.New(rand.NewPCG(seed, 0))
 	var kinds [3]int
 	for ev := range chaosEvents {
-		waitReceived(t, &received, int64(ev+1)*chaosPerEvent)
+		waitReceived(t, &received, int64(ev+1)*perEvent)
 		slot, kind := sched.IntN(chaosServers), sched.IntN(len(kinds))
 		kinds[kind]++
 		cl.restart(slot, kind)
@@ -103,7 +129,7 @@ func runChaos(t *testing.T, dir string, env []string, storeFault func(ev int)) (
 			storeFault(ev)
 		}
 	}
-	waitReceived(t, &received, (chaosEvents+1)*chaosPerEvent)
+	waitReceived(t, &received, (chaosEvents+1)*perEvent)
 	stopClients()
 	cl.stopAll()
 
@@ -117,7 +143,7 @@ func runChaos(t *testing.T, dir string, env []string, storeFault func(ev int)) (
 		tryAgain += c.tryAgain
 		netErrs += c.netErrs
 		conns += c.conns
-		longestTryAgain = max(longestTryAgain, c.longestTryAgain)
+		res.longestTryAgain = max(res.longestTryAgain, c.longestTryAgain)
 	}
 	for tag, rs := range byTag {
 		slices.SortFunc(rs, func(a, b idRange) int { return cmp.Compare(a.lo, b.lo) })
@@ -142,7 +168,7 @@ func runChaos(t *testing.T, dir string, env []string, storeFault func(ev int)) (
 	}
 
 	// A new process after all that starts above every ID handed out.
-	p := startLeaf(t, dir, env...)
+	p := cl.start(0)
 	c := patientClient(t, p)
 	for _, tag := range chaosTags {
 		h, ok := highest[tag]
@@ -159,8 +185,23 @@ func runChaos(t *testing.T, dir string, env []string, storeFault func(ev int)) (
 	t.Logf("%v: %d replies (%d IDs) on %d connections; %d TRYAGAIN (the longest run %v), %d connections lost; "+
 		"%d restarts after SIGKILL, %d after SIGTERM, %d after SIGTERM then SIGKILL",
 		time.Since(start).Round(time.Millisecond), received.Load(), ids, conns, tryAgain,
-		longestTryAgain.Round(time.Millisecond), netErrs, kinds[killKill], kinds[killTerm], kinds[killTermKill])
-	return longestTryAgain
+		res.longestTryAgain.Round(time.Millisecond), netErrs, kinds[killKill], kinds[killTerm], kinds[killTermKill])
+	res.ids = ids
+	return res
+}
+
+// chaosPerEventFor is chaosPerEvent, or LEAF_CHAOS_PER_EVENT: a run by
+// hand may hand out millions of IDs.
+func chaosPerEventFor(t *testing.T) int64 {
+	t.Helper()
+	if s := os.Getenv("LEAF_CHAOS_PER_EVENT"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			t.Fatalf("LEAF_CHAOS_PER_EVENT=%q: want a positive count", s)
+		}
+		return n
+	}
+	return chaosPerEvent
 }
 
 // waitReceived waits until the clients have received n replies. A long
@@ -191,9 +232,11 @@ const (
 // cluster is the three server slots; a slot is down while its process is
 // stopped and restarted, and clients connect only to slots that are up.
 type cluster struct {
-	t   *testing.T
-	dir string
-	env []string
+	t       *testing.T
+	dir     string
+	env     []string
+	slotEnv func(i int) []string // nil: none
+	lives   []*proc              // every process started, for their logs
 
 	mu    sync.Mutex
 	slots [chaosServers]slot
@@ -225,11 +268,42 @@ type slot struct {
 }
 
 func newCluster(t *testing.T, dir string, env []string) *cluster {
-	c := &cluster{t: t, dir: dir, env: env, high: map[lifeTag]*atomic.Int64{}}
+	return newClusterWith(t, dir, env, nil)
+}
+
+// newClusterWith is newCluster with slotEnv added to env for slot i's
+// servers (nil: nothing).
+func newClusterWith(t *testing.T, dir string, env []string, slotEnv func(i int) []string) *cluster {
+	c := &cluster{t: t, dir: dir, env: env, slotEnv: slotEnv, high: map[lifeTag]*atomic.Int64{}}
 	for i := range c.slots {
-		c.slots[i] = slot{p: startLeaf(t, dir, env...), up: true}
+		c.slots[i] = slot{p: c.start(i), up: true}
 	}
 	return c
+}
+
+// start starts a server of slot i.
+func (c *cluster) start(i int) *proc {
+	c.t.Helper()
+	env := c.env
+	if c.slotEnv != nil {
+		env = append(env[:len(env):len(env)], c.slotEnv(i)...)
+	}
+	p := startLeaf(c.t, c.dir, env...)
+	c.mu.Lock()
+	c.lives = append(c.lives, p)
+	c.mu.Unlock()
+	return p
+}
+
+// logs are the logs of every server started so far.
+func (c *cluster) logs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	logs := make([]string, len(c.lives))
+	for i, p := range c.lives {
+		logs[i] = p.Log()
+	}
+	return logs
 }
 
 // pick returns the address of an up server, chosen by r, and its slot and
@@ -266,7 +340,7 @@ func (c *cluster) restart(i, kind int) {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		p.Stop(syscall.SIGKILL)
 	}
-	np := startLeaf(c.t, c.dir, c.env...)
+	np := c.start(i)
 	c.mu.Lock()
 	c.slots[i] = slot{p: np, life: c.slots[i].life + 1, up: true}
 	c.mu.Unlock()

@@ -1,9 +1,11 @@
 // Package e2e holds leaf's end-to-end tests. Its TestMain builds the real
 // binary once (with -race, from the module's root), and the tests run it
 // as users do, over real sockets and with real signals, against a real
-// SQLite file and the throwaway MariaDB and PostgreSQL of scripts/: restarts
+// SQLite file and the throwaway MariaDB, PostgreSQL and Galera cluster of
+// scripts/: restarts
 // after SIGTERM and kill -9, servers sharing one database, chaos with
-// SIGKILL and SIGTERM on a schedule, a database crashed, hung and down at
+// SIGKILL and SIGTERM on a schedule (on Galera too, each server on its own
+// node, and while its nodes are killed), a database crashed, hung and down at
 // start, a database away under a pipeline of new tags (SQLite unable to
 // write among them), a deleted row, passwords kept out of logs, protected mode, TLS,
 // the admin password, the CLI and the HTTP API. Tests also check the
@@ -13,5 +15,9 @@
 // The package has no code beyond this comment. Run it with
 // go test -race ./e2e; the MariaDB tests need LEAF_TEST_MYSQL_DSN (see
 // scripts/mariadb.sh), the PostgreSQL tests LEAF_TEST_POSTGRES_DSN (see
-// scripts/postgres.sh), and fail without them when CI=true.
+// scripts/postgres.sh), the Galera tests LEAF_TEST_GALERA_DSN,
+// LEAF_TEST_GALERA_NODES and LEAF_TEST_GALERA_DIR (see scripts/galera.sh),
+// and fail without them when CI=true. LEAF_TEST_LONG=1 runs the longer
+// variants of the replicated databases' tests; LEAF_CHAOS_PER_EVENT makes
+// a chaos run longer.
 package e2e

@@ -46,9 +46,10 @@ import (
 // batch is taken with Take's own statements, a tag at a time, in one
 // transaction still; so is one whose reads answer a name not asked.
 
-// errBatchRaced: a batch's compare-and-set missed a row it had locked. Not
-// expected on any database leaf supports; the batch is rolled back and
-// each of its requests taken alone.
+// errBatchRaced: a batch's compare-and-set missed a row it had locked: the
+// database lost the transaction without a word (Galera, see
+// Core.verifiedTx) and the statement ran alone. The batch is rolled back
+// and run again.
 var errBatchRaced = errors.New("persist: a row changed under a batch's lock")
 
 // TakeBatch implements Store.TakeBatch: at most MaxTakeBatch requests per
@@ -125,13 +126,21 @@ func (c *Core) takeChunk(ctx context.Context, reqs []TakeRequest, idx []int, res
 				return err
 			}
 		}
-		return c.inTx(ctx, func(tx *sql.Tx) error {
+		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
 			if creates && !apart {
 				if err := c.createIn(ctx, tx, reqs, idx, tags); err != nil {
 					return err
 				}
 			}
 			return c.batchIn(ctx, tx, reqs, idx, tags, out)
+		}, func() bool {
+			// A request that got a range changed its row.
+			for _, r := range out {
+				if r.Err == nil {
+					return true
+				}
+			}
+			return false
 		})
 	})
 	switch {
@@ -522,7 +531,7 @@ func (c *Core) writeRows(ctx context.Context, tx *sql.Tx, tags []*batchTag) erro
 		return err
 	}
 	return c.eachRow(ctx, tx, c.q.raiseGuard, taken, func(bt *batchTag) []any {
-		return []any{bt.end, bt.name}
+		return []any{bt.end, bt.name, bt.end, bt.name, bt.end}
 	})
 }
 
@@ -540,14 +549,20 @@ func (c *Core) writeSet(ctx context.Context, tx *sql.Tx, taken []*batchTag) erro
 	if err := c.changed(ctx, tx, "leaf_alloc", b.String(), args, len(taken)); err != nil || !c.guard {
 		return err
 	}
+	// As Take's raiseGuard: only ever raised, and never above max_id, so
+	// that run alone (Dialect.Verify) it leaves no guard ahead of max_id.
 	b.Reset()
 	args = args[:0]
+	end := func(bt *batchTag) int64 { return bt.end }
 	b.WriteString(`UPDATE leaf_guard` + c.d.ByKey + ` SET high = `)
-	args = caseOf(&b, args, taken, func(bt *batchTag) int64 { return bt.end })
-	b.WriteString(` WHERE biz_tag IN (` + marks(len(taken)) + `)`)
+	args = caseOf(&b, args, taken, end)
+	b.WriteString(` WHERE biz_tag IN (` + marks(len(taken)) + `) AND high < `)
 	for _, bt := range taken {
 		args = append(args, bt.name)
 	}
+	args = caseOf(&b, args, taken, end)
+	b.WriteString(` AND (SELECT a.max_id FROM leaf_alloc a WHERE a.biz_tag = leaf_guard.biz_tag) >= `)
+	args = caseOf(&b, args, taken, end)
 	return c.changed(ctx, tx, "leaf_guard", b.String(), args, len(taken))
 }
 

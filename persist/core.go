@@ -190,6 +190,25 @@ type Dialect struct {
 	// tells in its settings ("" when writable), for a check at open where
 	// a write's error would not say it; nil: no such check.
 	ReadOnlyState func(ctx context.Context, q Querier) string
+	// Verify is set where the database may roll a transaction back
+	// without telling the client (MariaDB Galera: a brute-force abort by
+	// a write-set from another node, landing as a statement's answer is
+	// sent, is then lost, and the next statements run each in a
+	// transaction of its own, COMMIT committing nothing): a SELECT of two
+	// columns, whether the session is still in its transaction, and a
+	// value that changes whenever the session commits a write (the last
+	// write-set's GTID). Core reads it before COMMIT and the second column
+	// again after, on the same connection, and runs the transaction again
+	// when it was lost. "": no such check.
+	Verify string
+	// Written is the SELECT of Verify's second column alone.
+	Written string
+	// Drop tells errors after which the connection should not be used
+	// again (a Galera node out of the cluster answers every statement
+	// with 1047), so that the next attempt opens another one, perhaps
+	// through a proxy to a healthy node; nil: none. Used where Verify is
+	// set, whose transactions hold their connection.
+	Drop func(error) bool
 	// MaxOpenConns and ConnMaxLifetime are the pool's defaults, for zero
 	// Options fields (ConnMaxLifetime 0: never recycled).
 	MaxOpenConns    int
@@ -361,8 +380,9 @@ func newStatements(d *Dialect) statements {
 		readGuarded: rebind(`SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
 			WHERE a.biz_tag = ? AND g.biz_tag = ?` + d.ForUpdate),
 		moveRange: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
-			WHERE biz_tag = ?`),
-		raiseGuard:     rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ?`),
+			WHERE biz_tag = ? AND max_id = ?`),
+		raiseGuard: rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high < ?
+			AND (SELECT a.max_id FROM leaf_alloc a WHERE a.biz_tag = ?) >= ?`),
 		tags:           `SELECT ` + columns + ` FROM leaf_alloc ORDER BY biz_tag`,
 		readTag:        rebind(`SELECT ` + columns + ` FROM leaf_alloc WHERE biz_tag = ?`),
 		tagsMode:       `SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag ORDER BY a.biz_tag`,
@@ -454,7 +474,8 @@ func (c *Core) do(ctx context.Context, op, tag string, fn func(context.Context) 
 		}
 		// An ambiguous outcome is never run again here: the caller must not
 		// take it for a failure of a transaction that was rolled back.
-		retryable := c.d.Retryable(err) || errors.Is(err, errRowRaced)
+		retryable := c.d.Retryable(err) || errors.Is(err, errRowRaced) || errors.Is(err, errBatchRaced) ||
+			errors.Is(err, errTxLost)
 		if (!bounded && attempt == maxAttempts) || errors.Is(err, ErrAmbiguous) || !retryable || ctx.Err() != nil {
 			return c.opErr(op, tag, err)
 		}
@@ -510,6 +531,19 @@ func (c *Core) opErr(op, tag string, err error) error {
 // answer was lost (the connection broke or the deadline passed once COMMIT
 // was sent) is ErrAmbiguous: it may have taken effect.
 func (c *Core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return c.inTxWrote(ctx, fn, nil)
+}
+
+// inTxWrote is inTx for a transaction that reports, once fn returned,
+// whether it changed rows (wrote; nil: not known). Where a transaction can
+// be lost without a word (Dialect.Verify), one that changed rows counts as
+// committed only when the session's last written GTID moved at COMMIT:
+// else it is errTxLost, which do runs again (nothing was committed: no
+// write-set left the session).
+func (c *Core) inTxWrote(ctx context.Context, fn func(*sql.Tx) error, wrote func() bool) error {
+	if c.d.Verify != "" {
+		return c.verifiedTx(ctx, fn, wrote)
+	}
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -523,6 +557,74 @@ func (c *Core) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	return c.ambiguous(tx.Commit())
+}
+
+// errTxLost: the database rolled the transaction back without telling
+// (a Galera brute-force abort that MariaDB did not report): nothing of it
+// was committed, and it may simply run again.
+var errTxLost = errors.New("persist: the database rolled the transaction back without reporting it (a Galera brute-force abort)")
+
+// verifiedTx is inTxWrote on a database that may lose a transaction
+// without a word (Dialect.Verify). Once the session has lost its
+// transaction, its next statements each commit alone, so every statement
+// of Core's transactions is written to be harmless then: compare-and-sets
+// on what the transaction read, and the guard only ever raised and never
+// above max_id. What remains is to never report as committed what was not:
+//
+//   - the session must still be in the transaction after fn, checked by
+//     the statement that reads the last written GTID before COMMIT;
+//   - a transaction that changed rows must have written a write-set at
+//     COMMIT: the GTID moved. This covers an abort that lands just after
+//     that check, which COMMIT would not report either.
+//
+// Both checks run on the transaction's own connection, held for the
+// purpose; a connection the database answered with an error that Drop
+// names is closed rather than returned to the pool.
+func (c *Core) verifiedTx(ctx context.Context, fn func(*sql.Tx) error, wrote func() bool) (err error) {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && c.d.Drop != nil && c.d.Drop(err) {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		_ = conn.Close()
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	var inTx bool
+	var before sql.NullString
+	if err := tx.QueryRowContext(ctx, c.d.Verify).Scan(&inTx, &before); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if !inTx {
+		_ = tx.Rollback()
+		return errTxLost
+	}
+	if err := ctx.Err(); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := c.ambiguous(tx.Commit()); err != nil || wrote == nil || !wrote() {
+		return err
+	}
+	var after sql.NullString
+	if err := conn.QueryRowContext(ctx, c.d.Written).Scan(&after); err != nil {
+		// Committed, as far as COMMIT said, but not proven.
+		return fmt.Errorf("%w: %w", ErrAmbiguous, c.Wrap(err))
+	}
+	if after == before {
+		return errTxLost
+	}
+	return nil
 }
 
 // ambiguous marks err, the error of the statement that commits (COMMIT, or
@@ -562,14 +664,16 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 			}
 			// No row matched: the transaction below tells why.
 		}
-		return c.inTx(ctx, func(tx *sql.Tx) error {
+		// A take that returns a range changed rows; one that returns an
+		// answer was rolled back.
+		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
 			var answer, err error
 			r, answer, err = c.takeIn(ctx, tx, tag, size)
 			if err != nil {
 				return err
 			}
 			return answer
-		})
+		}, func() bool { return true })
 	})
 	if err != nil {
 		return Range{}, err
@@ -658,7 +762,8 @@ func (c *Core) takeReturning(ctx context.Context, tag string, size int64, r *Ran
 	return true, nil
 }
 
-// errRowRaced: the row appeared between a Take's UPDATE and its read.
+// errRowRaced: the row appeared between a Take's UPDATE and its read, or
+// a row the transaction holds did not take a compare-and-set.
 var errRowRaced = errors.New("persist: the row was created during the take")
 
 // noGuard is the high of a guard row that Take has just inserted: no range
@@ -698,12 +803,25 @@ func (c *Core) guardTake(ctx context.Context, tx *sql.Tx, tag string, high int64
 		if high > math.MaxInt64-size {
 			return fmt.Errorf("%w: the guard is at %d, max_id at %d", ErrOverflow, high, r.End)
 		}
-		if _, err := tx.ExecContext(ctx, c.q.moveRange, high+size, tag); err != nil {
+		// Compare-and-set on the max_id this transaction wrote, so that
+		// it never lowers a max_id when it runs alone (Dialect.Verify).
+		if err := c.one(ctx, tx, c.q.moveRange, high+size, tag, r.End); err != nil {
 			return err
 		}
 		*r = Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}
 	}
-	_, err := tx.ExecContext(ctx, c.q.raiseGuard, r.End, tag)
+	// Only ever raised, and never above max_id: alone it leaves no
+	// guard ahead of a max_id that was not moved.
+	return c.one(ctx, tx, c.q.raiseGuard, r.End, tag, r.End, tag, r.End)
+}
+
+// one runs a statement that, in a transaction holding the row's lock,
+// changes exactly one row; errRowRaced (run again) when it changes none.
+func (c *Core) one(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	n, err := affected(ctx, tx, query, args...)
+	if err == nil && n != 1 {
+		err = fmt.Errorf("%w: %d rows changed", errRowRaced, n)
+	}
 	return err
 }
 
@@ -791,7 +909,7 @@ func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 	}
 	var matched bool
 	err := c.write(ctx, "give back", tag, func(ctx context.Context) error {
-		return c.inTx(ctx, func(tx *sql.Tx) error {
+		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
 			// to != from, so "changed" and "matched" are the same count on
 			// MySQL, which reports changed rows.
 			n, err := affected(ctx, tx, c.q.giveBack, to, tag, from)
@@ -806,7 +924,7 @@ func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 				_, err = tx.ExecContext(ctx, c.q.lowerGuard, to, tag, from)
 			}
 			return err
-		})
+		}, func() bool { return matched })
 	})
 	return matched, err
 }
@@ -828,18 +946,19 @@ func (c *Core) SetStep(ctx context.Context, tag string, step int64) error {
 		return fmt.Errorf("set step %q: %w", tag, err)
 	}
 	return c.write(ctx, "set step", tag, func(ctx context.Context) error {
-		return c.inTx(ctx, func(tx *sql.Tx) error {
+		var changed bool
+		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
 			n, err := affected(ctx, tx, c.q.setStep, step, tag)
 			if err != nil {
 				return err
 			}
-			if n == 0 {
+			if changed = n > 0; !changed {
 				// MySQL counts changed rows: 0 also when the step and
 				// the second of update_time were already those.
 				return c.exists(ctx, tx, tag)
 			}
 			return nil
-		})
+		}, func() bool { return changed })
 	})
 }
 
@@ -856,7 +975,7 @@ func (c *Core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 	var t Tag
 	var moved bool
 	err := c.write(ctx, "raise floor", tag, func(ctx context.Context) error {
-		return c.inTx(ctx, func(tx *sql.Tx) error {
+		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
 			// max_id < floor+1 makes every matched row a changed row, so
 			// MySQL's changed-rows count is the matched count here.
 			n, err := affected(ctx, tx, c.q.raiseFloor, floor+1, tag, floor+1)
@@ -866,7 +985,7 @@ func (c *Core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 			moved = n == 1
 			t, err = c.readTag(ctx, tx, tag)
 			return err
-		})
+		}, func() bool { return moved })
 	})
 	if err != nil {
 		return Tag{}, false, err

@@ -38,6 +38,8 @@ func TestDoRetries(t *testing.T) {
 	}{
 		{"ConflictThenOK", []error{errConflict, errConflict}, time.Second, 3, nil},
 		{"NotRetryable", []error{errOther}, time.Second, 1, []error{errOther}},
+		{"LostTransactionRunAgain", []error{errTxLost, errTxLost}, time.Second, 3, nil},
+		{"MissedCompareAndSetRunAgain", []error{errRowRaced, errBatchRaced}, time.Second, 3, nil},
 		{"SentinelNotRetried", []error{ErrNotFound}, time.Second, 1, []error{ErrNotFound}},
 		{"RetriesPastMaxAttemptsWithinTheDeadline", repeat(errConflict, maxAttempts+2), time.Minute, maxAttempts + 3, nil},
 		{"AmbiguousNotRetried", []error{fmt.Errorf("%w: %w", ErrAmbiguous, errConflict)}, time.Minute, 1, []error{ErrAmbiguous}},

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # make test: formatting, vet, every Go test under -race (each package's, and
 # e2e/'s, which drive the built binary) against a real SQLite file, a
-# throwaway MariaDB, a throwaway PostgreSQL and a throwaway three-member
-# etcd cluster, then the redis-cli / redis-benchmark smoke test against a
+# throwaway MariaDB, a throwaway PostgreSQL, a throwaway three-member
+# etcd cluster, a throwaway three-node MariaDB Galera cluster behind
+# HAProxy, a throwaway three-node PostgreSQL cluster under Patroni (on
+# that etcd) and pgbouncer in transaction mode before the PostgreSQL, then
+# the redis-cli / redis-benchmark smoke test against a
 # freshly built binary. Installs what it needs from Debian's packages when
 # run as root (redis-tools, redis-server, mariadb-server, postgresql,
-# etcd-server, chromium, and the Redis clients of other languages: Debian's
-# and npm's).
+# etcd-server, galera-4, rsync, haproxy, patroni, pgbouncer, chromium, and
+# the Redis clients of other languages: Debian's and npm's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -32,12 +35,27 @@ work=$(mktemp -d)
 # tests do not wait on the disk.
 etcd_dir=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 cleanup() {
+	if [ -n "${galera_pid:-}" ]; then wait "$galera_pid" 2>/dev/null || true; fi
+	scripts/galera.sh destroy "$work/galera" >/dev/null 2>&1 || true
+	scripts/patroni.sh destroy "$work/patroni" >/dev/null 2>&1 || true
+	scripts/pgbouncer.sh stop "$work/pgbouncer" >/dev/null 2>&1 || true
 	scripts/mariadb.sh stop "$work/mariadb" >/dev/null 2>&1 || true
 	scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true
 	scripts/postgres.sh destroy "$work/postgres" >/dev/null 2>&1 || true
 	rm -rf "$work" "$etcd_dir"
 }
 trap cleanup EXIT
+
+# The Galera cluster starts in the background (its nodes join one after
+# the other, a state transfer each) while the other servers start; its
+# packages are installed first, so that apt runs once at a time.
+galera_pid=""
+if scripts/galera.sh install; then
+	scripts/galera.sh start "$work/galera" >"$work/galera.env" 2>"$work/galera.log" &
+	galera_pid=$!
+else
+	echo "no Galera could be installed: Galera tests will skip (and fail under CI=true)" >&2
+fi
 
 if dsn=$(scripts/mariadb.sh start "$work/mariadb"); then
 	export "${dsn?}"
@@ -75,6 +93,33 @@ if command -v npm >/dev/null 2>&1 && mkdir -p "$work/npm" &&
 	export LEAF_TEST_NODE_MODULES="$work/npm/node_modules"
 else
 	echo "no npm, or npm install failed: the Node.js clients' e2e test will skip (and fail under CI=true)" >&2
+fi
+
+if [ -n "${LEAF_TEST_POSTGRES_DSN:-}" ]; then
+	if dsn=$(scripts/pgbouncer.sh start "$work/pgbouncer"); then
+		export "${dsn?}"
+	else
+		echo "no pgbouncer could be started: pgbouncer tests will skip (and fail under CI=true)" >&2
+	fi
+fi
+
+# PostgreSQL under Patroni keeps its leader key in the etcd cluster above.
+if [ -n "${LEAF_TEST_ETCD_ENDPOINTS:-}" ] && scripts/patroni.sh install &&
+	scripts/patroni.sh start "$work/patroni" >"$work/patroni.env" 2>"$work/patroni.log"; then
+	while read -r line; do export "${line?}"; done <"$work/patroni.env"
+else
+	tail -n 30 "$work/patroni.log" >&2 2>/dev/null || true
+	echo "no Patroni cluster could be started: Patroni tests will skip (and fail under CI=true)" >&2
+fi
+
+if [ -n "$galera_pid" ]; then
+	if wait "$galera_pid"; then
+		while read -r line; do export "${line?}"; done <"$work/galera.env"
+	else
+		cat "$work/galera.log" >&2
+		echo "no Galera cluster could be started: Galera tests will skip (and fail under CI=true)" >&2
+	fi
+	galera_pid=""
 fi
 
 go test -race -count=1 -timeout 40m ./...

@@ -106,7 +106,7 @@ func TestMySQLPoolFromOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := connect(cfg, tc.opts) // no connection yet
+			c, err := connect(cfg, tc.opts, dialect()) // no connection yet
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,6 +105,18 @@ const (
 	erColumnAccess     = 1143
 )
 
+// Galera's server error numbers.
+const (
+	// A node outside the cluster's primary component (it lost its quorum,
+	// or is still joining) answers every statement with 1047 and writes
+	// nothing.
+	erWsrepNotReady = 1047
+	// COMMIT failed; on Galera "WSREP replication failed", when the node
+	// loses the cluster as it replicates: the write-set may have reached
+	// the others, so the outcome is unknown.
+	erErrorDuringCommit = 1180
+)
+
 func dialect() *persist.Dialect {
 	return &persist.Dialect{
 		Name:        "mysql",
@@ -130,20 +142,24 @@ func dialect() *persist.Dialect {
 			switch errNo(err) {
 			case erLockWaitTimeout, erLockDeadlock, erConCount, erServerShutdown, erQueryInterrupted,
 				erReadOnly, erReadOnlyTx, erReadOnlyMode, erConnKilled, erMaxExecTime,
-				erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl:
+				erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl, erWsrepNotReady, erErrorDuringCommit:
 				return true
 			}
 			return false
 		},
 		// The server rolled the transaction (1205: the statement; the core
-		// rolls back the rest) back, so running it again is safe.
+		// rolls back the rest) back, so running it again is safe. On
+		// Galera 1213 is also a certification failure at COMMIT, and 1047
+		// a node that replicated nothing.
 		Retryable: func(err error) bool {
 			switch errNo(err) {
-			case erLockWaitTimeout, erLockDeadlock, erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl:
+			case erLockWaitTimeout, erLockDeadlock, erTiDBWriteConfl, erTiDBTxnRetry, erTiDBForUpdConfl,
+				erWsrepNotReady:
 				return true
 			}
 			return false
 		},
+		Drop:    func(err error) bool { return errNo(err) == erWsrepNotReady },
 		NoTable: func(err error) bool { return errNo(err) == erNoSuchTable },
 		Denied: func(err error) bool {
 			switch errNo(err) {
@@ -264,7 +280,8 @@ func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*persi
 }
 
 func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store, error) {
-	c, err := connect(cfg, opts)
+	d := dialect()
+	c, err := connect(cfg, opts, d)
 	if err != nil {
 		return nil, err
 	}
@@ -277,11 +294,15 @@ func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store,
 		if tidb {
 			_ = c.Close()
 			cfg.Params["tidb_txn_mode"] = "'pessimistic'"
-			if c, err = connect(cfg, opts); err != nil {
+			if c, err = connect(cfg, opts, d); err != nil {
 				return nil, err
 			}
 			opts.Log().Info("persist: TiDB detected, using pessimistic transactions")
 		}
+	}
+	if err := galera(ctx, c, d, opts.Log()); err != nil {
+		_ = c.Close()
+		return nil, err
 	}
 	if err := c.InitSchema(ctx, opts.CreateSchema); err != nil {
 		_ = c.Close()
@@ -292,12 +313,49 @@ func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store,
 	return &Store{SQLStore: persist.NewSQLStore(c)}, nil
 }
 
-func connect(cfg *mysql.Config, opts persist.Options) (*persist.Core, error) {
+func connect(cfg *mysql.Config, opts persist.Options, d *persist.Dialect) (*persist.Core, error) {
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return persist.NewCore(sql.OpenDB(conn), dialect(), opts), nil
+	return persist.NewCore(sql.OpenDB(conn), d, opts), nil
+}
+
+// galera turns on the commit check of Dialect.Verify when the server is
+// a Galera node (wsrep_on): MariaDB can lose a brute-force abort, after
+// which the session's next statements each commit alone and COMMIT
+// commits nothing, so a range would be handed out that another server
+// also holds. The check reads @@in_transaction (MariaDB) and the
+// session's last written GTID. On other servers it changes nothing.
+func galera(ctx context.Context, c *persist.Core, d *persist.Dialect, log *slog.Logger) error {
+	ctx, cancel := c.Deadline(ctx)
+	defer cancel()
+	var on sql.NullInt64
+	if err := c.DB().QueryRowContext(ctx, `SELECT @@wsrep_on`).Scan(&on); err != nil {
+		if errNo(err) != 0 {
+			return nil // no such variable: not a Galera server (MySQL, TiDB)
+		}
+		return c.Wrap(err)
+	}
+	if on.Int64 == 0 {
+		return nil
+	}
+	const verify, written = `SELECT @@in_transaction, WSREP_LAST_WRITTEN_GTID()`, `SELECT WSREP_LAST_WRITTEN_GTID()`
+	var in sql.NullInt64
+	var gtid sql.NullString
+	if err := c.DB().QueryRowContext(ctx, verify).Scan(&in, &gtid); err != nil {
+		if errNo(err) == 0 {
+			return c.Wrap(err)
+		}
+		// A Galera server without @@in_transaction (MySQL's): the GTID
+		// alone still proves each commit that changed rows.
+		log.Warn("persist: a Galera server without @@in_transaction: commits are checked by their GTID only", "err", err)
+		d.Verify, d.Written = `SELECT 1, WSREP_LAST_WRITTEN_GTID()`, written
+		return nil
+	}
+	d.Verify, d.Written = verify, written
+	log.Info("persist: Galera cluster: every commit is checked against lost brute-force aborts")
+	return nil
 }
 
 // config parses dsn and applies the settings Open documents.

@@ -158,10 +158,13 @@ func dialect() *persist.Dialect {
 		Rebind:      persist.NumberedPlaceholders,
 		Unavailable: unavailable,
 		// The database rolled the whole transaction back: running it again
-		// is safe.
+		// is safe. A write refused as read-only (25006) wrote nothing: the
+		// node became a standby under the connection (a switchover); a
+		// new connection goes to the new primary when the DSN lists every
+		// node with target_session_attrs=read-write.
 		Retryable: func(err error) bool {
 			switch sqlState(err) {
-			case serializationFailure, deadlockDetected:
+			case serializationFailure, deadlockDetected, readOnlyTransaction:
 				return true
 			}
 			return false

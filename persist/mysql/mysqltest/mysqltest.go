@@ -8,7 +8,10 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,9 +56,17 @@ func DSN(t testing.TB) string {
 	admin := storetest.EnvDSN(t, EnvDSN, "start a throwaway MariaDB with "+
 		"`eval \"export $(scripts/mariadb.sh start /tmp/leaf-mariadb)\"` "+
 		"(stop it with `scripts/mariadb.sh stop /tmp/leaf-mariadb`)")
+	return newDatabase(t, EnvDSN, admin)
+}
+
+// newDatabase creates a database with a random name (leaf_test_<hex>) with
+// admin, the DSN of env, drops it with t.Cleanup, and returns admin's DSN
+// on it.
+func newDatabase(t testing.TB, env, admin string) string {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(admin)
 	if err != nil {
-		t.Fatalf("%s: %v", EnvDSN, err)
+		t.Fatalf("%s: %v", env, err)
 	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -66,6 +77,118 @@ func DSN(t testing.TB) string {
 	cfg = cfg.Clone()
 	cfg.DBName = name
 	return cfg.FormatDSN()
+}
+
+// The environment of a Galera cluster's tests (scripts/galera.sh).
+const (
+	// EnvGaleraDSN holds the DSN of the cluster through its proxy.
+	EnvGaleraDSN = "LEAF_TEST_GALERA_DSN"
+	// EnvGaleraNodes holds the DSNs of its nodes, comma-separated.
+	EnvGaleraNodes = "LEAF_TEST_GALERA_NODES"
+	// EnvGaleraDir holds the directory scripts/galera.sh kills and
+	// restarts its nodes in.
+	EnvGaleraDir = "LEAF_TEST_GALERA_DIR"
+)
+
+const galeraHow = "start a throwaway Galera cluster with " +
+	"`scripts/galera.sh start /tmp/leaf-galera` and export what it prints " +
+	"(stop it with `scripts/galera.sh destroy /tmp/leaf-galera`)"
+
+// GaleraDSN is DSN on the Galera cluster of LEAF_TEST_GALERA_DSN, through
+// its proxy: a fresh database, dropped by t.Cleanup.
+func GaleraDSN(t testing.TB) string {
+	t.Helper()
+	return galeraDSN(t, false)
+}
+
+// GaleraDSNAlone is GaleraDSN for a test that kills the cluster's nodes:
+// it holds the cluster alone (GaleraLock) until it ends.
+func GaleraDSNAlone(t testing.TB) string {
+	t.Helper()
+	return galeraDSN(t, true)
+}
+
+func galeraDSN(t testing.TB, alone bool) string {
+	t.Helper()
+	admin := storetest.EnvDSN(t, EnvGaleraDSN, galeraHow)
+	GaleraLock(t, alone)
+	return newDatabase(t, EnvGaleraDSN, admin)
+}
+
+// GaleraLock holds a lock on the cluster of LEAF_TEST_GALERA_DIR until t
+// ends: shared by the tests that only use it, exclusive for one that kills
+// its nodes, so that tests of other packages, run at the same time, do
+// not see their nodes die. A test takes it once (a second lock of the
+// same process waits for the first). A no-op without LEAF_TEST_GALERA_DIR.
+func GaleraLock(t testing.TB, exclusive bool) {
+	t.Helper()
+	dir := os.Getenv(EnvGaleraDir)
+	if dir == "" {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "tests.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvGaleraDir, err)
+	}
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		t.Fatalf("lock the Galera cluster: %v", err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing the file releases the lock
+}
+
+// GaleraNodes is a fresh database on the Galera cluster of
+// LEAF_TEST_GALERA_NODES, dropped by t.Cleanup, and its DSN on each node:
+// a store per node, as servers each on their own node use it. It returns
+// once every node has the database.
+func GaleraNodes(t testing.TB) []string {
+	t.Helper()
+	nodes := strings.Split(storetest.EnvDSN(t, EnvGaleraNodes, galeraHow), ",")
+	GaleraLock(t, false)
+	first := newDatabase(t, EnvGaleraNodes, nodes[0])
+	cfg, err := mysql.ParseDSN(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsns := make([]string, len(nodes))
+	for i, node := range nodes {
+		c, err := mysql.ParseDSN(node)
+		if err != nil {
+			t.Fatalf("%s: %v", EnvGaleraNodes, err)
+		}
+		c.DBName = cfg.DBName
+		dsns[i] = c.FormatDSN()
+		// A causal read waits until the node applied the CREATE DATABASE.
+		c = c.Clone()
+		c.DBName = ""
+		c.Params = map[string]string{"wsrep_sync_wait": "1"}
+		var n int
+		queryAdmin(t, c, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '"+cfg.DBName+"'", &n)
+		if n != 1 {
+			t.Fatalf("node %d has no database %s after a causal read", i+1, cfg.DBName)
+		}
+	}
+	return dsns
+}
+
+// queryAdmin reads one value on a short-lived connection.
+func queryAdmin(t testing.TB, cfg *mysql.Config, query string, dest any) {
+	t.Helper()
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := db.QueryRowContext(ctx, query).Scan(dest); err != nil {
+		t.Fatalf("%s (on %s): %v", query, cfg.Addr, err)
+	}
 }
 
 // adminExec runs one statement on a short-lived connection, without a
