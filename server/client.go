@@ -20,6 +20,7 @@ const maxCommandName = 32
 // only inside a command, and the connection runs one command at a time.
 type client struct {
 	s       *Server
+	conn    *resp.Conn
 	id      int64
 	addr    string
 	laddr   string
@@ -40,12 +41,10 @@ type client struct {
 	tagLen int
 	tag    *segment.Tag
 
-	// Counted here rather than on the server so the hot path writes only
-	// its own cache line; INFO sums them.
-	commands atomic.Int64
-	errors   atomic.Int64
-	// stats counts per command, for CommandStats (stats.go).
-	stats clientStats
+	// errors counts the error replies; stats the commands, by name
+	// (stats.go).
+	errors atomic.Int64
+	stats  clientStats
 
 	// meta is what CLIENT LIST shows to other connections, under its own
 	// small lock (never held across a command).
@@ -54,6 +53,7 @@ type client struct {
 		name, libName, libVer string
 		resp                  int
 		admin                 bool
+		monitor, noEvict      bool // MONITOR, CLIENT NO-EVICT on
 	}
 }
 
@@ -61,6 +61,7 @@ type client struct {
 func newClient(s *Server, conn *resp.Conn) *client {
 	c := &client{
 		s:       s,
+		conn:    conn,
 		id:      s.nextID.Add(1),
 		addr:    conn.RemoteAddr(),
 		laddr:   conn.LocalAddr(),

@@ -28,6 +28,7 @@ const (
 	errDBIndex        = "ERR DB index is out of range"
 	errClientName     = "ERR Client names cannot contain spaces, newlines or special characters."
 	errSetInfoOption  = "ERR Unrecognized option '%s'"
+	errSlowlogCount   = "ERR count should be greater than or equal to -1"
 	errSetInfoValue   = "ERR %s cannot contain spaces, newlines or special characters."
 
 	// Redis: authentication and protocol negotiation.

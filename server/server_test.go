@@ -299,7 +299,7 @@ func TestInfo(t *testing.T) {
 		if got, err := c.Info(ctx, "nosuch").Result(); err != nil || got != "" {
 			t.Errorf("INFO nosuch = %q, %v; want empty", got, err)
 		}
-		if got, err := c.Info(ctx, "clients").Result(); err != nil || got != "# Clients\r\nconnected_clients:1\r\nmaxclients:10000\r\n" {
+		if got, err := c.Info(ctx, "clients").Result(); err != nil || got != "# Clients\r\nconnected_clients:1\r\nmaxclients:10000\r\nblocked_clients:0\r\n" {
 			t.Errorf("INFO clients = %q, %v", got, err)
 		}
 	})
