@@ -133,6 +133,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		EventLoops:      cfg.Server.EventLoops,
 		TLS:             tlsConf,
 		Cluster:         node,
+		// INFO server's config_file; SLOWLOG and LATENCY.
+		ConfigFile:       cfg.File,
+		SlowlogThreshold: cfg.Server.SlowlogThreshold,
 	})
 	web, err := startHTTP(cfg.HTTP, httpapi.New(alloc, httpapi.Options{
 		Server:         srv,

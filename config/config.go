@@ -40,17 +40,18 @@ type Config struct {
 
 // ServerConfig is the Redis-protocol listener (section server).
 type ServerConfig struct {
-	Addr            string        // server.addr: host:port to listen on
-	Password        string        // server.password: AUTH password, "" = none
-	AdminPassword   string        // server.admin_password: user admin's password; set: LEAF.CREATE/STEP/FLOOR and SET need AUTH admin, "" = any client may run them
-	MaxClients      int           // server.max_clients: open connections at most
-	MaxRequestBytes int           // server.max_request_bytes: largest request accepted
-	IdleTimeout     time.Duration // server.idle_timeout: close idle connections, 0 = never
-	MaxPipeline     int           // server.max_pipeline: commands a connection runs per turn before its replies are written
-	EventLoops      int           // server.event_loops: event loops serving plain TCP, 0 = one per core but one, -1 = a goroutine per connection
-	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
-	TLSKey          string        // server.tls_key: PEM key file for TLSCert
-	ProtectedMode   bool          // server.protected_mode: refuse a non-loopback addr without a password
+	Addr             string        // server.addr: host:port to listen on
+	Password         string        // server.password: AUTH password, "" = none
+	AdminPassword    string        // server.admin_password: user admin's password; set: LEAF.CREATE/STEP/FLOOR and SET need AUTH admin, "" = any client may run them
+	MaxClients       int           // server.max_clients: open connections at most
+	MaxRequestBytes  int           // server.max_request_bytes: largest request accepted
+	IdleTimeout      time.Duration // server.idle_timeout: close idle connections, 0 = never
+	MaxPipeline      int           // server.max_pipeline: commands a connection runs per turn before its replies are written
+	EventLoops       int           // server.event_loops: event loops serving plain TCP, 0 = one per core but one, -1 = a goroutine per connection
+	TLSCert          string        // server.tls_cert: PEM certificate file, "" = plain TCP
+	TLSKey           string        // server.tls_key: PEM key file for TLSCert
+	ProtectedMode    bool          // server.protected_mode: refuse a non-loopback addr without a password
+	SlowlogThreshold time.Duration // server.slowlog_threshold: commands this slow enter SLOWLOG and LATENCY; negative = off
 }
 
 // StoreConfig is the database behind the allocator (section store).
@@ -127,6 +128,8 @@ func Default() Config {
 			MaxRequestBytes: 64 << 10,
 			MaxPipeline:     1024,
 			ProtectedMode:   true,
+			// server.DefaultSlowlogThreshold.
+			SlowlogThreshold: 10 * time.Millisecond,
 		},
 		Store: StoreConfig{
 			Driver:          "sqlite",
@@ -198,6 +201,7 @@ func keys() []key {
 		{"server.tls_cert", "PEM certificate file; set with server.tls_key to serve TLS", func(c *Config) any { return &c.Server.TLSCert }},
 		{"server.tls_key", "PEM private key file for server.tls_cert", func(c *Config) any { return &c.Server.TLSKey }},
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},
+		{"server.slowlog_threshold", "commands at least this slow enter SLOWLOG and LATENCY; 1ns: every command; negative: off", func(c *Config) any { return &c.Server.SlowlogThreshold }},
 
 		{"store.driver", "database: sqlite, mysql, postgres or etcd", func(c *Config) any { return &c.Store.Driver }},
 		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, postgres DSN postgres://user:pass@host:5432/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},

@@ -57,6 +57,10 @@ func (c Config) Validate() error {
 	notNegative("server.idle_timeout", s.IdleTimeout)
 	atLeast("server.max_pipeline", int64(s.MaxPipeline), 1)
 	atLeast("server.event_loops", int64(s.EventLoops), -1)
+	if s.SlowlogThreshold == 0 {
+		// Redis logs every command at 0; say how to, rather than guess.
+		bad("server.slowlog_threshold", "must not be 0: 1ns logs every command, a negative value turns SLOWLOG and LATENCY off")
+	}
 	if s.ProtectedMode && s.Password == "" && checkAddr(s.Addr) == nil && !loopback(s.Addr) {
 		// Redis's protected mode: an ID service open to the network without
 		// a password lets anyone take IDs (and, with auto-create, make tags).

@@ -175,12 +175,12 @@ func cmdLatencyHelp(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	writeHelp(conn, s.cmds["latency"].help)
 }
 
-// cmdLatencyHistogram: LATENCY HISTOGRAM [command ...]: per command that
-// ran, its calls and the cumulative counts at every power of two of
-// microseconds (Redis's buckets: 1024 ns times powers of two, shown in
-// whole microseconds). Named commands that never ran answer calls 0 and
-// no bucket; a container command names its subcommands that ran; unknown
-// names are left out. Without names: every command that ran.
+// cmdLatencyHistogram: LATENCY HISTOGRAM [command ...]: for each command
+// that ran, its calls and the cumulative counts at each power of two of
+// nanoseconds from 1024, keyed in microseconds as Redis keys them. As
+// Redis: commands that never ran and unknown names are left out, a
+// container command stands for its subcommands, a name given twice is
+// answered twice; without names, every command that ran.
 func cmdLatencyHistogram(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	hists := s.stats.histograms()
 	type entry struct {
@@ -188,29 +188,24 @@ func cmdLatencyHistogram(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		h    *histCounts
 	}
 	var out []entry
-	if len(args) == 2 {
-		for i, h := range hists {
-			if h != nil && i > 0 {
-				out = append(out, entry{s.stats.names[i], h})
-			}
+	add := func(cmd *command) {
+		if h := hists[cmd.stat]; h != nil {
+			out = append(out, entry{cmd.name, h})
 		}
-	} else {
-		seen := map[string]bool{}
-		for _, a := range args[2:] {
-			cmd := s.lookupName(a)
-			if cmd == nil || seen[cmd.name] {
-				continue
-			}
-			seen[cmd.name] = true
-			if len(cmd.subs) == 0 || hists[cmd.stat] != nil {
-				out = append(out, entry{cmd.name, hists[cmd.stat]})
-			}
-			for _, sub := range cmd.sortedSubs() {
-				if h := hists[sub.stat]; h != nil && !seen[sub.name] {
-					seen[sub.name] = true
-					out = append(out, entry{sub.name, h})
-				}
-			}
+	}
+	if len(args) == 2 {
+		for _, cmd := range s.stats.cmds[1:] {
+			add(cmd)
+		}
+	}
+	for _, a := range args[2:] {
+		cmd := s.lookupName(a)
+		if cmd == nil {
+			continue
+		}
+		add(cmd)
+		for _, sub := range cmd.sortedSubs() {
+			add(sub)
 		}
 	}
 	conn.WriteMap(len(out))
@@ -218,12 +213,6 @@ func cmdLatencyHistogram(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		conn.WriteBulkString(e.name)
 		conn.WriteMap(2)
 		conn.WriteBulkString("calls")
-		if e.h == nil {
-			conn.WriteInt(0)
-			conn.WriteBulkString("histogram_usec")
-			conn.WriteMap(0)
-			continue
-		}
 		conn.WriteInt64(e.h.total())
 		conn.WriteBulkString("histogram_usec")
 		cdf := e.h.cdf()
@@ -237,7 +226,9 @@ func cmdLatencyHistogram(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 
 // cdf is the histogram as LATENCY HISTOGRAM shows it: at each power of
 // two of nanoseconds from 1024 where the cumulative count grows, the
-// bound in whole microseconds (rounded) and the count at or below it.
+// count at or below it, keyed by the bound in microseconds as Redis's
+// HdrHistogram (two significant digits) writes it: the highest value
+// equivalent to 2^k ns, divided by 1000 (1, 2, 4, 8, 16, 33, 66, 132, ...).
 func (h *histCounts) cdf() [][2]int64 {
 	var out [][2]int64
 	var cum, prev int64
@@ -249,7 +240,7 @@ func (h *histCounts) cdf() [][2]int64 {
 			b++
 		}
 		if cum > prev {
-			out = append(out, [2]int64{(top + 500) / 1000, cum})
+			out = append(out, [2]int64{(top + max(top>>7, 1) - 1) / 1000, cum})
 			prev = cum
 		}
 	}

@@ -295,7 +295,8 @@ func (c *client) writeCommandDocs(conn *resp.Conn, cmd *command) {
 
 // configParams are the parameters CONFIG GET answers, with the values that
 // describe leaf to tools written for Redis: redis-benchmark asks for save
-// and appendonly. The password is never among them.
+// and appendonly, prometheus-redis-exporter for maxmemory, maxclients
+// and databases. The password is never among them.
 func (s *Server) configParams() [][2]string {
 	host, port := "", "0"
 	if a := s.Addr(); a != nil {
@@ -303,13 +304,22 @@ func (s *Server) configParams() [][2]string {
 			host, port = h, p
 		}
 	}
+	// Redis's slowlog-log-slower-than is in microseconds, -1 when off.
+	slower := int64(-1)
+	if th := s.slowlog.threshold; th >= 0 {
+		slower = th.Microseconds()
+	}
 	return [][2]string{
 		{"appendonly", "no"},
 		{"bind", host},
 		{"databases", "1"},
 		{"maxclients", strconv.Itoa(s.rs.MaxClients())},
+		{"maxmemory", "0"}, // leaf keeps no data set that could grow: no limit to set
+		{"maxmemory-policy", "noeviction"},
 		{"port", port},
 		{"save", ""},
+		{"slowlog-log-slower-than", strconv.FormatInt(slower, 10)},
+		{"slowlog-max-len", strconv.Itoa(slowlogMaxLen)},
 		{"timeout", strconv.FormatInt(int64((s.opts.IdleTimeout+time.Second-1)/time.Second), 10)}, // seconds, rounded up
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -167,7 +168,7 @@ func registerSlowlog(t table) {
 func cmdSlowlogGet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	count := int64(10)
 	if len(args) > 3 {
-		s.writeError(c, conn, errSyntax)
+		s.writeError(c, conn, fmt.Sprintf(errSubSyntax, cstr(args[1]), "SLOWLOG"))
 		return
 	}
 	if len(args) == 3 {

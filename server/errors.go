@@ -29,6 +29,7 @@ const (
 	errClientName     = "ERR Client names cannot contain spaces, newlines or special characters."
 	errSetInfoOption  = "ERR Unrecognized option '%s'"
 	errSlowlogCount   = "ERR count should be greater than or equal to -1"
+	errSubSyntax      = "ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP."
 	errSetInfoValue   = "ERR %s cannot contain spaces, newlines or special characters."
 
 	// Redis: authentication and protocol negotiation.
