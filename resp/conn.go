@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -57,9 +58,10 @@ type Conn struct {
 	held   [][]byte
 	more   bool
 
-	// Goroutine mode: the socket, and stopping, set by wake (Shutdown)
-	// before its deadlines.
+	// Goroutine mode: the socket, its descriptor (for FD), and stopping,
+	// set by wake (Shutdown) before its deadlines.
 	nc       net.Conn
+	sysfd    int
 	stopping atomic.Bool
 
 	// Loop mode (the loop's fields): the socket, owned by the Conn; woff,
@@ -90,9 +92,14 @@ func (c *Conn) NetIn() int64 { return c.nin.Load() }
 // NetOut is the number of bytes written to the client so far.
 func (c *Conn) NetOut() int64 { return c.nout.Load() }
 
-// FD is the connection's file descriptor as the system numbers it: its
-// event loop's copy, or -1 for a connection served by a goroutine.
-func (c *Conn) FD() int { return c.fd }
+// FD is the connection's file descriptor as the system numbers it (its
+// event loop's copy on a loop), -1 when it has none (NewConn).
+func (c *Conn) FD() int {
+	if c.nc != nil {
+		return c.sysfd
+	}
+	return c.fd
+}
 
 // Kill closes the connection, from any goroutine: at once when it waits
 // for the client or for room to write, else as soon as the command it
@@ -282,9 +289,18 @@ func (c *Conn) fence() {
 
 // newGoConn is a connection served by a goroutine.
 func newGoConn(nc net.Conn) *Conn {
-	c := &Conn{nc: nc, fd: -1, addr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String()}
+	c := &Conn{nc: nc, fd: -1, sysfd: -1, addr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String()}
 	c.rd.rd = nc
 	c.rd.count = &c.nin
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if sc, ok := raw.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { c.sysfd = int(fd) })
+		}
+	}
 	return c
 }
 

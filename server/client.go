@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,37 +124,4 @@ func (c *client) setUser(conn *resp.Conn, admin bool) {
 	c.meta.Lock()
 	c.meta.admin = admin
 	c.meta.Unlock()
-}
-
-// info is the connection's line of CLIENT INFO and CLIENT LIST, in Redis's
-// format (the fields leaf has).
-func (c *client) info(now time.Time) string {
-	c.meta.Lock()
-	name, libName, libVer, proto := c.meta.name, c.meta.libName, c.meta.libVer, c.meta.resp
-	user := "default"
-	if c.meta.admin {
-		user = adminUser
-	}
-	c.meta.Unlock()
-	b := make([]byte, 0, 200)
-	b = append(b, "id="...)
-	b = strconv.AppendInt(b, c.id, 10)
-	b = append(b, " addr="...)
-	b = append(b, c.addr...)
-	b = append(b, " laddr="...)
-	b = append(b, c.laddr...)
-	b = append(b, " name="...)
-	b = append(b, name...)
-	b = append(b, " age="...)
-	b = strconv.AppendInt(b, int64(now.Sub(c.created)/time.Second), 10)
-	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 user="...)
-	b = append(b, user...)
-	b = append(b, " redir=-1 resp="...)
-	b = strconv.AppendInt(b, int64(proto), 10)
-	b = append(b, " lib-name="...)
-	b = append(b, libName...)
-	b = append(b, " lib-ver="...)
-	b = append(b, libVer...)
-	b = append(b, '\n')
-	return string(b)
 }

@@ -81,6 +81,7 @@ func buildCommands() (table, []*command) {
 	registerIncr(t)
 	registerLeaf(t)
 	registerConn(t)
+	registerClient(t)
 	registerServer(t)
 	registerAdmin(t)
 	registerTags(t)
@@ -88,6 +89,7 @@ func buildCommands() (table, []*command) {
 	registerSlowlog(t)
 	registerLatency(t)
 	registerMonitor(t)
+	registerStrlen(t)
 	markNonBlocking(t)
 	sorted := make([]*command, 0, len(t))
 	for _, c := range t {
@@ -175,9 +177,9 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 		return true
 	}
 	s.begin(c, cmd, !mayBlock, args)
-	if mayBlock && cmd.firstKey > 0 {
-		// A command on a tag that could not be answered from memory: it
-		// may wait on the database (INFO's blocked_clients).
+	if mayBlock && cmd.try != nil {
+		// An INCR or INCRBY that could not be answered from memory: it
+		// may wait for a segment load (INFO's blocked_clients).
 		s.blocked.Add(1)
 		cmd.fn(s, c, conn, args)
 		s.blocked.Add(-1)

@@ -30,6 +30,11 @@ const (
 	errSetInfoOption  = "ERR Unrecognized option '%s'"
 	errSlowlogCount   = "ERR count should be greater than or equal to -1"
 	errSubSyntax      = "ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP."
+	errClientType     = "ERR Unknown client type '%s'"
+	errClientID       = "ERR Invalid client ID"
+	errClientKillID   = "ERR client-id should be greater than 0"
+	errNoSuchClient   = "ERR No such client"
+	errNoSuchUser     = "ERR No such user '%s'"
 	errSetInfoValue   = "ERR %s cannot contain spaces, newlines or special characters."
 
 	// Redis: authentication and protocol negotiation.

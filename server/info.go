@@ -200,6 +200,9 @@ func (s *Server) infoSection(w *infoWriter, sec string) {
 	case "commandstats":
 		w.b.WriteString("# Commandstats\r\n")
 		for _, st := range s.CommandStats() {
+			if st.Name == UnknownCommand {
+				continue // Redis counts unknown commands only as errors
+			}
 			calls := st.Calls - st.Rejected // Redis's calls: the ones that ran
 			usec := st.Time.Microseconds()
 			perCall := 0.0

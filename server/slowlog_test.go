@@ -353,3 +353,20 @@ func TestConfigGetLikeRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestStrlenLikeRedis: STRLEN of a tag is the length of GET's reply, 0
+// for a tag this server never handed out, as Redis answers for a string
+// key and a missing one.
+func TestStrlenLikeRedis(t *testing.T) {
+	p := newComparePair(t, 2, server.Options{})
+	ctx := context.Background()
+	if err := p.leaf.IncrBy(ctx, "k", 12345).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.rds.Set(ctx, "k", "12345", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]any{{"STRLEN", "k"}, {"STRLEN", "missing"}, {"STRLEN"}, {"STRLEN", "a", "b"}} {
+		t.Run(fmt.Sprint(args), func(t *testing.T) { p.same(t, args...) })
+	}
+}

@@ -130,6 +130,9 @@ func (s *Server) begin(c *client, cmd *command, fast bool, args [][]byte) {
 	if cs.run != nil && cs.runCmd == cmd && cs.runFast == fast {
 		cs.runN++
 		cs.running = true
+		if cs.last.Load() != cmd { // after a refused command
+			cs.last.Store(cmd)
+		}
 		return
 	}
 	r := cs.sh.record(cmd.stat)
@@ -173,7 +176,9 @@ func (cs *clientStats) end() {
 }
 
 // reject counts a command refused before it ran (nil: an unknown one).
+// As Redis, CLIENT LIST's cmd shows it all the same (NULL when unknown).
 func (cs *clientStats) reject(cmd *command) {
+	cs.last.Store(cmd)
 	i := 0
 	if cmd != nil {
 		i = cmd.stat
