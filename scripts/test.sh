@@ -5,7 +5,7 @@
 # etcd cluster, then the redis-cli / redis-benchmark smoke test against a
 # freshly built binary. Installs what it needs from Debian's packages when
 # run as root (redis-tools, redis-server, mariadb-server, postgresql,
-# etcd-server, chromium).
+# etcd-server, chromium, prometheus-redis-exporter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -23,6 +23,11 @@ need_pkgs redis-server redis-server
 # The status page's test renders it in headless Chromium; without it that
 # test skips (and fails under CI=true).
 need_pkgs chromium chromium || echo "no chromium: the status page's browser test will skip" >&2
+# The monitoring tests scrape leaf with Debian's prometheus-redis-exporter
+# (e2e/monitoring_test.go); without it they skip (and fail under CI=true).
+# apt_install keeps its service from starting: the tests run their own.
+need_pkgs prometheus-redis-exporter prometheus-redis-exporter ||
+	echo "no prometheus-redis-exporter: the exporter's tests will skip" >&2
 
 work=$(mktemp -d)
 # etcd's members sync every write to disk: on a memory file system the
