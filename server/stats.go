@@ -324,11 +324,18 @@ func (st *serverStats) sums(withHist bool) []cmdTotals {
 }
 
 // executed is the number of commands that ran since start (refusals not
-// included): total_commands_processed.
+// included): total_commands_processed. It allocates nothing: the sampler
+// calls it ten times a second.
 func (st *serverStats) executed() int64 {
 	var n int64
-	for _, t := range st.sums(false) {
-		n += t.okFast + t.okSlow + t.failed
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, sh := range st.shards {
+		for i := range sh.by {
+			if r := sh.by[i].Load(); r != nil {
+				n += r.okFast.Load() + r.okSlow.Load() + r.failed.Load()
+			}
+		}
 	}
 	return n
 }
