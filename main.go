@@ -156,6 +156,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		CreatePolicy:    cfg.Segment.AutoCreate,
 		CreateRate:      cfg.Segment.CreateRate,
 		CertLogin:       cfg.Server.TLSClientCA != "",
+		// INFO server's config_file; SLOWLOG and LATENCY.
+		ConfigFile:       cfg.File,
+		SlowlogThreshold: cfg.Server.SlowlogThreshold,
 	})
 	web, err := startHTTP(cfg.HTTP, tlsConf, httpapi.New(alloc, httpapi.Options{
 		Server:         srv,

@@ -40,24 +40,25 @@ type Config struct {
 
 // ServerConfig is the Redis-protocol listener (section server).
 type ServerConfig struct {
-	Addr            string        // server.addr: host:port to listen on
-	Password        string        // server.password: AUTH password, "" = none
-	AdminPassword   string        // server.admin_password: user admin's password; set: LEAF.CREATE/STEP/FLOOR and SET need AUTH admin, "" = any client may run them
-	PasswordFile    string        // server.password_file: file holding server.password (its first line)
-	AdminPassFile   string        // server.admin_password_file: file holding server.admin_password (its first line)
-	MaxClients      int           // server.max_clients: open connections at most
-	MaxRequestBytes int           // server.max_request_bytes: largest request accepted
-	IdleTimeout     time.Duration // server.idle_timeout: close idle connections, 0 = never
-	MaxAuthFailures int           // server.max_auth_failures: close a connection after this many wrong passwords, 0 = never
-	AuthTimeout     time.Duration // server.auth_timeout: with a password, close a connection not authenticated this long after it opened, 0 = never
-	MaxPipeline     int           // server.max_pipeline: commands a connection runs per turn before its replies are written
-	EventLoops      int           // server.event_loops: event loops serving plain TCP, 0 = one per core but one, -1 = a goroutine per connection
-	TLSCert         string        // server.tls_cert: PEM certificate file, "" = plain TCP
-	TLSKey          string        // server.tls_key: PEM key file for TLSCert
-	TLSClientCA     string        // server.tls_client_ca: PEM CA file; set: clients must show a certificate it signed (mTLS)
-	ProtectedMode   bool          // server.protected_mode: refuse a non-loopback addr without a password
-	Databases       int           // server.databases: databases SELECT may choose, each its own namespace of tags
-	ScriptTimeLimit time.Duration // server.script_time_limit: a Lua script running longer is stopped
+	Addr             string        // server.addr: host:port to listen on
+	Password         string        // server.password: AUTH password, "" = none
+	AdminPassword    string        // server.admin_password: user admin's password; set: LEAF.CREATE/STEP/FLOOR and SET need AUTH admin, "" = any client may run them
+	PasswordFile     string        // server.password_file: file holding server.password (its first line)
+	AdminPassFile    string        // server.admin_password_file: file holding server.admin_password (its first line)
+	MaxClients       int           // server.max_clients: open connections at most
+	MaxRequestBytes  int           // server.max_request_bytes: largest request accepted
+	IdleTimeout      time.Duration // server.idle_timeout: close idle connections, 0 = never
+	MaxAuthFailures  int           // server.max_auth_failures: close a connection after this many wrong passwords, 0 = never
+	AuthTimeout      time.Duration // server.auth_timeout: with a password, close a connection not authenticated this long after it opened, 0 = never
+	MaxPipeline      int           // server.max_pipeline: commands a connection runs per turn before its replies are written
+	EventLoops       int           // server.event_loops: event loops serving plain TCP, 0 = one per core but one, -1 = a goroutine per connection
+	TLSCert          string        // server.tls_cert: PEM certificate file, "" = plain TCP
+	TLSKey           string        // server.tls_key: PEM key file for TLSCert
+	TLSClientCA      string        // server.tls_client_ca: PEM CA file; set: clients must show a certificate it signed (mTLS)
+	ProtectedMode    bool          // server.protected_mode: refuse a non-loopback addr without a password
+	Databases        int           // server.databases: databases SELECT may choose, each its own namespace of tags
+	ScriptTimeLimit  time.Duration // server.script_time_limit: a Lua script running longer is stopped
+	SlowlogThreshold time.Duration // server.slowlog_threshold: commands this slow enter SLOWLOG and LATENCY; negative = off
 }
 
 // StoreConfig is the database behind the allocator (section store).
@@ -158,6 +159,8 @@ func Default() Config {
 			ProtectedMode:   true,
 			Databases:       16,
 			ScriptTimeLimit: 5 * time.Second,
+			// server.DefaultSlowlogThreshold.
+			SlowlogThreshold: 10 * time.Millisecond,
 		},
 		Store: StoreConfig{
 			Driver:          "sqlite",
@@ -248,6 +251,7 @@ func keys() []key {
 		{"server.protected_mode", "without server.password, refuse to listen beyond loopback", func(c *Config) any { return &c.Server.ProtectedMode }},
 		{"server.databases", "databases SELECT may choose (0 to n-1), each its own namespace of tags", func(c *Config) any { return &c.Server.Databases }},
 		{"server.script_time_limit", "a Lua script (EVAL) running longer is stopped with an error", func(c *Config) any { return &c.Server.ScriptTimeLimit }},
+		{"server.slowlog_threshold", "commands at least this slow enter SLOWLOG and LATENCY; 1ns: every command; negative: off", func(c *Config) any { return &c.Server.SlowlogThreshold }},
 
 		{"store.driver", "database: sqlite, mysql, postgres or etcd", func(c *Config) any { return &c.Store.Driver }},
 		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, postgres DSN postgres://user:pass@host:5432/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},

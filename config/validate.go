@@ -67,6 +67,10 @@ func (c Config) validate(name func(key string) string) error {
 		bad("server.databases", "must be between 1 and 10000, got %d", s.Databases)
 	}
 	positive("server.script_time_limit", s.ScriptTimeLimit)
+	if s.SlowlogThreshold == 0 {
+		// Redis logs every command at 0; say how to, rather than guess.
+		bad("server.slowlog_threshold", "must not be 0: 1ns logs every command, a negative value turns SLOWLOG and LATENCY off")
+	}
 	if s.ProtectedMode && s.Password == "" && checkAddr(s.Addr) == nil && !loopback(s.Addr) {
 		// Redis's protected mode: an ID service open to the network without
 		// a password lets anyone take IDs (and, with auto-create, make tags).

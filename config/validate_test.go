@@ -33,6 +33,7 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"server.idle_timeout no unit", []string{"LEAF_SERVER_IDLE_TIMEOUT=30"}, `config: server.idle_timeout: invalid duration "30"`, nil},
 		{"server.max_pipeline", []string{"LEAF_SERVER_MAX_PIPELINE=0"}, "config: server.max_pipeline: must be >= 1, got 0", nil},
 		{"server.event_loops", []string{"LEAF_SERVER_EVENT_LOOPS=-2"}, "config: server.event_loops: must be >= -1, got -2", nil},
+		{"server.slowlog_threshold 0", []string{"LEAF_SERVER_SLOWLOG_THRESHOLD=0s"}, "config: server.slowlog_threshold: must not be 0: 1ns logs every command, a negative value turns SLOWLOG and LATENCY off", nil},
 		{"server.tls_key without cert", []string{"LEAF_SERVER_TLS_KEY=k.pem"}, "", []string{"config: server.tls_key: set without server.tls_cert"}},
 		{"server.tls_cert without key", []string{"LEAF_SERVER_TLS_CERT=c.pem"}, "", []string{"config: server.tls_cert: set without server.tls_key"}},
 		{"server.protected_mode", []string{"LEAF_SERVER_PROTECTED_MODE=maybe"}, "", []string{`config: server.protected_mode: invalid boolean "maybe"`}},

@@ -58,4 +58,7 @@ func TestDefaultsAgree(t *testing.T) {
 			t.Errorf("%s: config's default %d, server's %d", l.key, l.got, l.want)
 		}
 	}
+	if got, want := def.Server.SlowlogThreshold, server.DefaultSlowlogThreshold; got != want {
+		t.Errorf("server.slowlog_threshold: config's default %v, server's %v", got, want)
+	}
 }

@@ -8,7 +8,9 @@
 // node, and while its nodes are killed), a database crashed, hung and down at
 // start, a database away under a pipeline of new tags (SQLite unable to
 // write among them), a deleted row, passwords kept out of logs, protected mode, TLS,
-// the admin password, the CLI and the HTTP API. Tests also check the
+// the admin password, the CLI and the HTTP API, and the Redis monitoring
+// tools teams run against it (Debian's prometheus-redis-exporter,
+// redis-cli --stat, --latency, --scan, --bigkeys). Tests also check the
 // layout: the allocator links no database driver, config imports nothing
 // of leaf, and its defaults are leaf.yaml's and the packages' own.
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -28,9 +29,20 @@ type Conn struct {
 
 	srv   *Server
 	sess  Session
+	ender TurnEnder // sess, when it is one
 	rd    reader
 	addr  string // the client's address
 	laddr string // the local address
+
+	// Bytes read from and written to the socket, for the server's
+	// statistics (an add per system call, on the connection's own line).
+	nin, nout atomic.Int64
+
+	// killed: Kill asked for the connection to close. pending holds what
+	// Push queued (under pmu) for the connection's goroutine to write.
+	killed  atomic.Bool
+	pmu     sync.Mutex
+	pending []byte
 
 	// mu is held while commands run. Shutdown takes it to wait for the
 	// commands in flight and sets fenced, after which none runs.
@@ -51,9 +63,10 @@ type Conn struct {
 	held   [][]byte
 	more   bool
 
-	// Goroutine mode: the socket, and stopping, set by wake (Shutdown)
-	// before its deadlines.
+	// Goroutine mode: the socket, its descriptor (for FD), and stopping,
+	// set by wake (Shutdown) before its deadlines.
 	nc       net.Conn
+	sysfd    int
 	stopping atomic.Bool
 
 	// Loop mode (the loop's fields): the socket, owned by the Conn; woff,
@@ -77,6 +90,86 @@ func NewConn(remoteAddr, localAddr string) *Conn {
 
 // RemoteAddr is the client's address.
 func (c *Conn) RemoteAddr() string { return c.addr }
+
+// NetIn is the number of bytes read from the client so far.
+func (c *Conn) NetIn() int64 { return c.nin.Load() }
+
+// NetOut is the number of bytes written to the client so far.
+func (c *Conn) NetOut() int64 { return c.nout.Load() }
+
+// FD is the connection's file descriptor as the system numbers it (its
+// event loop's copy on a loop), -1 when it has none (NewConn).
+func (c *Conn) FD() int {
+	if c.nc != nil {
+		return c.sysfd
+	}
+	return c.fd
+}
+
+// Kill closes the connection, from any goroutine: at once when it waits
+// for the client or for room to write, else as soon as the command it
+// runs ends; replies not yet written are dropped (CLIENT KILL, as Redis
+// closes a client "as soon as possible"). A command closing its own
+// connection after its reply calls Quit instead.
+func (c *Conn) Kill() {
+	if !c.killed.CompareAndSwap(false, true) {
+		return
+	}
+	if c.lp != nil {
+		c.lp.kill(c)
+		return
+	}
+	if c.nc != nil {
+		// After killed is set: serveConn checks it after setting its own
+		// deadlines, so whichever comes last, the read or write ends.
+		now := time.Now()
+		c.nc.SetReadDeadline(now)
+		c.nc.SetWriteDeadline(now)
+	}
+}
+
+// Push queues b to be written to the client outside any reply, from any
+// goroutine (a MONITOR line): the connection's own goroutine writes it
+// after the replies in progress, without waiting for a request. It
+// queues nothing and reports false when more than limit bytes would wait
+// unwritten, so a client that does not read cannot make the server hold
+// more: the caller decides what to do with it (MONITOR kills it).
+func (c *Conn) Push(b []byte, limit int) bool {
+	c.pmu.Lock()
+	if len(c.pending)+len(b) > limit || c.killed.Load() {
+		c.pmu.Unlock()
+		return false
+	}
+	first := len(c.pending) == 0
+	c.pending = append(c.pending, b...)
+	c.pmu.Unlock()
+	if !first {
+		return true // its goroutine was told already
+	}
+	if c.lp != nil {
+		c.lp.pushed(c)
+	} else if c.nc != nil {
+		c.nc.SetReadDeadline(time.Now()) // wakes serveConn's read
+	}
+	return true
+}
+
+// takePending moves what Push queued to the reply buffer, by the
+// connection's goroutine; it reports whether there was any.
+func (c *Conn) takePending() bool {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if len(c.pending) == 0 {
+		return false
+	}
+	c.out = append(c.out, c.pending...)
+	if cap(c.pending) > maxKeptOut {
+		c.pending = nil
+	} else {
+		c.pending = c.pending[:0]
+	}
+	return true
+}
 
 // LocalAddr is the address the client connected to.
 func (c *Conn) LocalAddr() string { return c.laddr }
@@ -110,6 +203,7 @@ func (c *Conn) SetUnauthenticated(on bool) {
 func (c *Conn) run(mayBlock bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.endTurn()
 	c.more = false
 	if c.fenced {
 		c.hangup = true
@@ -173,6 +267,7 @@ func (c *Conn) preview(held [][]byte) [][]byte {
 func (c *Conn) runHeld() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.endTurn()
 	args := c.held
 	c.held = nil
 	if c.fenced {
@@ -181,6 +276,13 @@ func (c *Conn) runHeld() {
 	}
 	c.sess.Command(c, args, true)
 	c.more = !c.hangup && c.rd.buffered()
+}
+
+// endTurn tells a TurnEnder session that the turn is over.
+func (c *Conn) endTurn() {
+	if c.ender != nil {
+		c.ender.EndTurn(c)
+	}
 }
 
 // fence waits for the commands in flight and stops every later one.
@@ -192,8 +294,18 @@ func (c *Conn) fence() {
 
 // newGoConn is a connection served by a goroutine.
 func newGoConn(nc net.Conn) *Conn {
-	c := &Conn{nc: nc, fd: -1, addr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String()}
+	c := &Conn{nc: nc, fd: -1, sysfd: -1, addr: nc.RemoteAddr().String(), laddr: nc.LocalAddr().String()}
 	c.rd.rd = nc
+	c.rd.count = &c.nin
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if sc, ok := raw.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { c.sysfd = int(fd) })
+		}
+	}
 	return c
 }
 
@@ -208,6 +320,7 @@ func (s *Server) serveConn(c *Conn) {
 		}
 	}
 	idle := s.opts.IdleTimeout
+	woken := false // a deadline was moved to wake the read (Push)
 	for {
 		c.run(false)
 		if c.held != nil {
@@ -218,22 +331,41 @@ func (s *Server) serveConn(c *Conn) {
 			}
 			c.runHeld()
 		}
+		c.takePending()
 		if err = c.flush(idle); err != nil || c.hangup {
 			return
 		}
 		if c.more {
 			continue
 		}
-		// The idle timeout's read deadline is set before this check: wake
-		// sets stopping before its own deadline, so whichever comes last,
-		// the read ends.
+		// The read deadline is set before these checks: wake, Kill and
+		// Push set their flag or data before their own deadline, so
+		// whichever comes last, the read ends or the check sees it. It is
+		// the idle timeout's, or the end of the time to authenticate.
+		var deadline time.Time
 		if idle > 0 || s.opts.AuthTimeout > 0 {
-			c.nc.SetReadDeadline(c.readDeadline(idle))
+			deadline = c.readDeadline(idle)
+			c.nc.SetReadDeadline(deadline)
+		} else if woken {
+			c.nc.SetReadDeadline(time.Time{})
 		}
-		if c.stopping.Load() {
+		woken = false
+		if c.stopping.Load() || c.killed.Load() {
 			return
 		}
+		if c.takePending() {
+			if err = c.flush(idle); err != nil {
+				return
+			}
+		}
 		if err = c.rd.fill(); err != nil {
+			// A deadline that is not the idle timeout's, with no Kill or
+			// Shutdown behind it, is Push's: write what it queued.
+			if errors.Is(err, os.ErrDeadlineExceeded) && !c.killed.Load() && !c.stopping.Load() &&
+				(deadline.IsZero() || time.Now().Before(deadline)) {
+				err, woken = nil, true
+				continue
+			}
 			return
 		}
 		if arrived := s.opts.Arrived; arrived != nil {
@@ -264,7 +396,11 @@ func (c *Conn) flush(idle time.Duration) error {
 	if c.stopping.Load() { // after the deadline above: wake's wins
 		c.nc.SetWriteDeadline(c.srv.shutdownDeadline())
 	}
-	_, err := c.nc.Write(c.out)
+	if c.killed.Load() { // after the deadlines above: Kill's wins
+		return errKilled
+	}
+	n, err := c.nc.Write(c.out)
+	c.nout.Add(int64(n))
 	c.sent()
 	return err
 }

@@ -48,6 +48,18 @@
 // held back by TCP rather than buffered without bound. TLS (Options.TLS)
 // wraps the listener, and its connections take the goroutine path.
 //
+// # What monitoring asks of connections
+//
+// Each connection counts the bytes it reads and writes (Conn.NetIn,
+// NetOut; Server.Stats sums them, closed connections included); a
+// Session that is a TurnEnder is told when each turn ends, before its
+// replies are written, so the server can time commands per turn instead
+// of per command. Kill closes a connection from any goroutine (CLIENT
+// KILL) and Push queues bytes for it to write outside any reply
+// (MONITOR), up to a limit the caller gives: the connection's own
+// goroutine or loop does the writing, so no lock is held across a write
+// and a client that reads nothing holds back only itself.
+//
 // # Shutdown
 //
 // A connection runs its commands holding a mutex of its own, which nothing

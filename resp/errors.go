@@ -1,5 +1,10 @@
 package resp
 
+import "errors"
+
+// errKilled ends a connection that Kill closed.
+var errKilled = errors.New("resp: connection killed")
+
 // The connection layer's replies, byte for byte redis-server 7.0's
 // (networking.c). A new connection beyond Options.MaxClients gets
 // errMaxClients and is closed, as in acceptCommonHandler. A malformed

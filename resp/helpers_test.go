@@ -59,6 +59,8 @@ type testHandler struct {
 	closed   atomic.Int64
 	// after, when set, is called after every command with its name.
 	after atomic.Pointer[func(name []byte)]
+	// conns are the connections opened, in order (under mu).
+	conns []*Conn
 }
 
 func newTestHandler() *testHandler {
@@ -91,11 +93,24 @@ func (h *testHandler) count(key string) int64 {
 	return 0
 }
 
+// conn is the i-th connection opened (from 0), nil when not yet open.
+func (h *testHandler) conn(i int) *Conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i >= len(h.conns) {
+		return nil
+	}
+	return h.conns[i]
+}
+
 // release lets WAIT key answer.
 func (h *testHandler) release(key string) { close(h.gate(key)) }
 
 func (h *testHandler) Open(c *Conn) Session {
 	h.opened.Add(1)
+	h.mu.Lock()
+	h.conns = append(h.conns, c)
+	h.mu.Unlock()
 	c.SetUnauthenticated(h.password != "")
 	return &testSession{h: h, authed: h.password == ""}
 }

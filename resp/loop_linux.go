@@ -91,6 +91,7 @@ func (r *fdReader) Read(p []byte) (int, error) {
 // loop is one event loop.
 type loop struct {
 	s      *Server
+	idx    int // the loop's number, from 0 (Conn.Loop)
 	epfd   int
 	wakefd int // an eventfd: a write wakes the loop
 	events []unix.EpollEvent
@@ -114,11 +115,13 @@ type loop struct {
 	mu       sync.Mutex
 	inbox    []*Conn // new connections, and connections back from a goroutine
 	spare    []*Conn
-	closeReq bool // Shutdown: close each connection once its replies are written
-	cutReq   bool // Shutdown's flush window is over: close them all now
-	exitReq  bool // Shutdown, once no connection is left: end
-	sweepReq bool // the ticker's: time to close idle connections
-	ended    bool // the loop has ended: its descriptors are closed
+	closeReq bool    // Shutdown: close each connection once its replies are written
+	cutReq   bool    // Shutdown's flush window is over: close them all now
+	killq    []*Conn // Kill: connections to close now
+	pushq    []*Conn // Push: connections with data to write
+	exitReq  bool    // Shutdown, once no connection is left: end
+	sweepReq bool    // the ticker's: time to close idle connections
+	ended    bool    // the loop has ended: its descriptors are closed
 	done     chan struct{}
 }
 
@@ -131,7 +134,7 @@ func sweepEvery(d time.Duration) (period time.Duration, ticks int64) {
 }
 
 // newLoop starts an event loop.
-func newLoop(s *Server) (*loop, error) {
+func newLoop(s *Server, idx int) (*loop, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
@@ -143,6 +146,7 @@ func newLoop(s *Server) (*loop, error) {
 	}
 	l := &loop{
 		s:      s,
+		idx:    idx,
 		epfd:   epfd,
 		wakefd: wakefd,
 		events: make([]unix.EpollEvent, 256),
@@ -239,6 +243,7 @@ func (l *loop) adopt(tc *net.TCPConn) (*Conn, error) {
 	// too, as Go made it.
 	c := &Conn{lp: l, fd: fd, addr: tc.RemoteAddr().String(), laddr: tc.LocalAddr().String()}
 	c.rd.rd = &fdReader{fd: fd}
+	c.rd.count = &c.nin
 	tc.Close()
 	return c, nil
 }
@@ -254,6 +259,22 @@ func (l *loop) give(c *Conn) {
 		return
 	}
 	l.inbox = append(l.inbox, c)
+	l.wake()
+	l.mu.Unlock()
+}
+
+// kill makes the loop close c now (Conn.Kill).
+func (l *loop) kill(c *Conn) {
+	l.mu.Lock()
+	l.killq = append(l.killq, c)
+	l.wake()
+	l.mu.Unlock()
+}
+
+// pushed makes the loop write what Push queued for c.
+func (l *loop) pushed(c *Conn) {
+	l.mu.Lock()
+	l.pushq = append(l.pushq, c)
 	l.wake()
 	l.mu.Unlock()
 }
@@ -321,6 +342,8 @@ func (l *loop) run() {
 			switch {
 			case c == nil || c.away || c.gone:
 				// Closed earlier in this round, or handed off since.
+			case c.killed.Load():
+				l.close(c, nil)
 			case c.blocked:
 				l.writeRest(c) // writable, or failed
 			case c.queued:
@@ -353,7 +376,11 @@ func (l *loop) run() {
 		for i, c := range l.cur {
 			l.cur[i] = nil
 			c.queued = false
-			if !c.gone && !c.away && !c.blocked {
+			switch {
+			case c.gone || c.away || c.blocked:
+			case c.killed.Load():
+				l.close(c, nil)
+			default:
 				c.run(false)
 				l.flush(c)
 			}
@@ -402,6 +429,10 @@ func (l *loop) writeRest(c *Conn) {
 			return
 		}
 		c.blocked = false
+		if c.takePending() {
+			l.flush(c)
+			return
+		}
 		l.next(c)
 	}
 }
@@ -411,7 +442,7 @@ func (l *loop) writeRest(c *Conn) {
 // next round, or wait for the client.
 func (l *loop) next(c *Conn) {
 	switch {
-	case c.hangup || l.closing:
+	case c.hangup || l.closing || c.killed.Load():
 		l.close(c, nil)
 	case c.held != nil:
 		l.handoff(c)
@@ -445,6 +476,8 @@ func (l *loop) drain() bool {
 	cut, exit, sweep := l.cutReq, l.exitReq, l.sweepReq
 	l.closing = l.closeReq
 	l.sweepReq = false
+	kills, pushes := l.killq, l.pushq
+	l.killq, l.pushq = nil, nil
 	l.mu.Unlock()
 	for i, c := range inbox {
 		inbox[i] = nil
@@ -459,11 +492,32 @@ func (l *loop) drain() bool {
 			l.close(c, err)
 			continue
 		}
+		if c.killed.Load() {
+			l.close(c, nil)
+			continue
+		}
 		if back {
+			c.takePending()
 			l.flush(c)
 		}
 	}
 	l.spare = inbox[:0]
+	// A connection away on a goroutine is closed, or written to, when it
+	// comes back (above).
+	for _, c := range kills {
+		if !c.gone && !c.away && l.conns[c.fd] == c {
+			l.close(c, nil)
+		}
+	}
+	// A connection waiting for room to write takes them once its replies
+	// are written (writeRest), so Push's limit bounds what it holds.
+	for _, c := range pushes {
+		if c.gone || c.away || c.blocked || l.conns[c.fd] != c || !c.takePending() {
+			continue
+		}
+		c.seen = l.tick // a monitor that takes its lines is not idle
+		l.flush(c)
+	}
 	switch {
 	case cut:
 		for _, c := range l.conns {
@@ -528,6 +582,9 @@ func closeFD(fd int) { unix.Close(fd) }
 func (c *Conn) writeSome() (done bool, err error) {
 	for c.woff < len(c.out) {
 		n, err := unix.Write(c.fd, c.out[c.woff:])
+		if n > 0 {
+			c.nout.Add(int64(n))
+		}
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -540,4 +597,13 @@ func (c *Conn) writeSome() (done bool, err error) {
 	}
 	c.sent()
 	return true, nil
+}
+
+// Loop is the number of the event loop serving the connection, from 0,
+// or -1 when a goroutine of its own serves it.
+func (c *Conn) Loop() int {
+	if c.lp == nil {
+		return -1
+	}
+	return c.lp.idx
 }

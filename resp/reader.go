@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync/atomic"
 )
 
 // Buffer sizes of a connection's reader. A command never needs more than
@@ -59,6 +60,7 @@ const minArgBytes = 6
 // readBufMax, which deep pipelines grow it to).
 type reader struct {
 	rd         io.Reader
+	count      *atomic.Int64 // when set, counts the bytes read
 	buf        []byte
 	start, end int // buf[start:end] is read and not yet parsed
 	prev       int // start of the command next returned last (unread)
@@ -150,6 +152,9 @@ func (r *reader) fill() error {
 	}
 	n, err := r.rd.Read(r.buf[r.end:])
 	r.end += n
+	if n > 0 && r.count != nil {
+		r.count.Add(int64(n))
+	}
 	if n > 0 {
 		// Bytes and an error (EOF) together: the bytes are served first
 		// and the next fill returns the error again.

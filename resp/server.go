@@ -52,6 +52,16 @@ type Previewer interface {
 	Preview(c *Conn, args [][]byte)
 }
 
+// TurnEnder is a Session told when each turn of its connection ends: the
+// commands run together (the complete ones read at once, up to
+// MaxPipeline), or one command that might block. EndTurn is called by the
+// goroutine that ran them, after the last one and before their replies
+// are written; it must not block. (leaf's server times its commands by
+// turns, which costs two clock reads per turn rather than per command.)
+type TurnEnder interface {
+	EndTurn(c *Conn)
+}
+
 // maxPreview bounds the commands previewed after one that might block.
 const maxPreview = 4096
 
@@ -171,7 +181,10 @@ type Server struct {
 	accepted     atomic.Int64
 	authTimeouts atomic.Int64 // connections closed by AuthTimeout
 	rejected     atomic.Int64 // connections refused at MaxClients
-	refusing     atomic.Int64 // goroutines telling a TLS client so
+	// Bytes read and written by the connections already closed; the open
+	// ones count their own (Conn.NetIn, Conn.NetOut).
+	doneIn, doneOut atomic.Int64
+	refusing        atomic.Int64 // goroutines telling a TLS client so
 }
 
 // NewServer returns a server running h's sessions. It does not listen:
@@ -213,14 +226,26 @@ type Stats struct {
 	// AuthTimeouts counts the connections closed for not authenticating
 	// within Options.AuthTimeout.
 	AuthTimeouts int64
+	// Bytes read from and written to clients since start, open
+	// connections included; refusals at MaxClients are not counted.
+	NetIn, NetOut int64
 }
 
-// Stats returns the connection counts.
+// Stats returns the connection counts. It reads every open connection's
+// byte counts, under the lock that accepting and closing take.
 func (s *Server) Stats() Stats {
+	st := Stats{Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), AuthTimeouts: s.authTimeouts.Load()}
 	s.mu.Lock()
-	n := len(s.conns)
+	st.Open = len(s.conns)
+	// The closed connections' totals are read under the lock closed
+	// takes to forget a connection, so none is missed or counted twice.
+	st.NetIn, st.NetOut = s.doneIn.Load(), s.doneOut.Load()
+	for c := range s.conns {
+		st.NetIn += c.nin.Load()
+		st.NetOut += c.nout.Load()
+	}
 	s.mu.Unlock()
-	return Stats{Open: n, Accepted: s.accepted.Load(), Rejected: s.rejected.Load(), AuthTimeouts: s.authTimeouts.Load()}
+	return st
 }
 
 // Serve accepts connections on ln until Shutdown, then returns
@@ -289,8 +314,8 @@ func (s *Server) startLoops() {
 	if n == 0 {
 		n = DefaultEventLoops()
 	}
-	for range n {
-		l, err := newLoop(s)
+	for i := range n {
+		l, err := newLoop(s, i)
 		if err != nil {
 			s.log.Warn("no event loop: every connection gets a goroutine", "err", err)
 			return
@@ -348,6 +373,7 @@ func (s *Server) accept(nc net.Conn) {
 	s.mu.Unlock()
 	s.accepted.Add(1)
 	c.sess = s.h.Open(c)
+	c.ender, _ = c.sess.(TurnEnder)
 	if c.lp != nil {
 		c.lp.give(c)
 		return
@@ -386,6 +412,8 @@ func (s *Server) refuse(nc net.Conn) {
 func (s *Server) closed(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.doneIn.Add(c.nin.Load())
+	s.doneOut.Add(c.nout.Load())
 	s.mu.Unlock()
 	c.sess.Closed()
 	s.open.Done()

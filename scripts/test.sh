@@ -8,8 +8,9 @@
 # the redis-cli / redis-benchmark smoke test against a
 # freshly built binary. Installs what it needs from Debian's packages when
 # run as root (redis-tools, redis-server, mariadb-server, postgresql,
-# etcd-server, galera-4, rsync, haproxy, patroni, pgbouncer, chromium, and
-# the Redis clients of other languages: Debian's and npm's).
+# etcd-server, galera-4, rsync, haproxy, patroni, pgbouncer, chromium,
+# prometheus-redis-exporter, and the Redis clients of other languages:
+# Debian's and npm's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -29,6 +30,11 @@ need_pkgs redis-server redis-server
 need_pkgs chromium chromium || echo "no chromium: the status page's browser test will skip" >&2
 # deploy/'s tests check the systemd unit with systemd-analyze.
 need_pkgs systemd-analyze systemd || echo "no systemd-analyze: the systemd unit's tests will skip" >&2
+# The monitoring tests scrape leaf with Debian's prometheus-redis-exporter
+# (e2e/monitoring_test.go); without it they skip (and fail under CI=true).
+# apt_install keeps its service from starting: the tests run their own.
+need_pkgs prometheus-redis-exporter prometheus-redis-exporter ||
+	echo "no prometheus-redis-exporter: the exporter's tests will skip" >&2
 
 work=$(mktemp -d)
 # etcd's members sync every write to disk: on a memory file system the

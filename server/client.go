@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ const maxCommandName = 32
 // only inside a command, and the connection runs one command at a time.
 type client struct {
 	s       *Server
+	conn    *resp.Conn
 	id      int64
 	addr    string
 	laddr   string
@@ -65,12 +65,10 @@ type client struct {
 	tx      *txState
 	watched []watchedTag
 
-	// Counted here rather than on the server so the hot path writes only
-	// its own cache line; INFO sums them.
-	commands atomic.Int64
-	errors   atomic.Int64
-	// stats counts per command, for CommandStats (stats.go).
-	stats clientStats
+	// errors counts the error replies; stats the commands, by name
+	// (stats.go).
+	errors atomic.Int64
+	stats  clientStats
 
 	// meta is what CLIENT LIST shows to other connections, under its own
 	// small lock (never held across a command).
@@ -79,7 +77,8 @@ type client struct {
 		name, libName, libVer string
 		resp                  int
 		admin                 bool
-		db                    int // SELECT's, for CLIENT LIST
+		db                    int  // SELECT's, for CLIENT LIST
+		monitor, noEvict      bool // MONITOR, CLIENT NO-EVICT on
 	}
 }
 
@@ -87,6 +86,7 @@ type client struct {
 func newClient(s *Server, conn *resp.Conn) *client {
 	c := &client{
 		s:       s,
+		conn:    conn,
 		id:      s.nextID.Add(1),
 		addr:    conn.RemoteAddr(),
 		laddr:   conn.LocalAddr(),
@@ -164,39 +164,4 @@ func (c *client) setUser(conn *resp.Conn, admin bool) {
 	c.meta.Lock()
 	c.meta.admin = admin
 	c.meta.Unlock()
-}
-
-// info is the connection's line of CLIENT INFO and CLIENT LIST, in Redis's
-// format (the fields leaf has).
-func (c *client) info(now time.Time) string {
-	c.meta.Lock()
-	name, libName, libVer, proto, db := c.meta.name, c.meta.libName, c.meta.libVer, c.meta.resp, c.meta.db
-	user := "default"
-	if c.meta.admin {
-		user = adminUser
-	}
-	c.meta.Unlock()
-	b := make([]byte, 0, 200)
-	b = append(b, "id="...)
-	b = strconv.AppendInt(b, c.id, 10)
-	b = append(b, " addr="...)
-	b = append(b, c.addr...)
-	b = append(b, " laddr="...)
-	b = append(b, c.laddr...)
-	b = append(b, " name="...)
-	b = append(b, name...)
-	b = append(b, " age="...)
-	b = strconv.AppendInt(b, int64(now.Sub(c.created)/time.Second), 10)
-	b = append(b, " flags=N db="...)
-	b = strconv.AppendInt(b, int64(db), 10)
-	b = append(b, " sub=0 psub=0 ssub=0 multi=-1 user="...)
-	b = append(b, user...)
-	b = append(b, " redir=-1 resp="...)
-	b = strconv.AppendInt(b, int64(proto), 10)
-	b = append(b, " lib-name="...)
-	b = append(b, libName...)
-	b = append(b, " lib-ver="...)
-	b = append(b, libVer...)
-	b = append(b, '\n')
-	return string(b)
 }

@@ -68,14 +68,32 @@ func registerConn(t table) {
 				"    Return the ID of the current connection.",
 				"INFO",
 				"    Return information about the current client connection.",
-				"LIST",
-				"    Return information about client connections.",
+				"KILL <ip:port>",
+				"    Kill connection made from <ip:port>.",
+				"KILL <option> <value> [<option> <value> [...]]",
+				"    Kill connections. Options are:",
+				"    * ADDR (<ip:port>|<unixsocket>:0)",
+				"      Kill connections made from the specified address",
+				"    * LADDR (<ip:port>|<unixsocket>:0)",
+				"      Kill connections made to specified local address",
+				"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+				"      Kill connections by type.",
+				"    * USER <username>",
+				"      Kill connections authenticated by <username>.",
+				"    * SKIPME (YES|NO)",
+				"      Skip killing current connection (default: yes).",
+				"LIST [options ...]",
+				"    Return information about client connections. Options:",
+				"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+				"      Return clients of specified type.",
 				"SETINFO <option> <value>",
 				"    Set client meta attr. Options are:",
 				"    * LIB-NAME: the client lib name.",
 				"    * LIB-VER: the client lib version.",
 				"SETNAME <name>",
 				"    Assign the name <name> to the current connection.",
+				"NO-EVICT (ON|OFF)",
+				"    Protect current client connection from eviction.",
 				"HELP",
 				"    Print this help.",
 			},
@@ -328,21 +346,7 @@ func cmdClientSetInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 }
 
 func cmdClientInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
-	conn.WriteVerbatim(c.info(s.now()))
-}
-
-// cmdClientList: CLIENT LIST, every connection (no filters).
-func cmdClientList(s *Server, c *client, conn *resp.Conn, args [][]byte) {
-	if len(args) > 2 {
-		s.writeError(c, conn, errSyntax)
-		return
-	}
-	now := s.now()
-	var b []byte
-	for _, o := range s.snapshotClients() {
-		b = append(b, o.info(now)...)
-	}
-	conn.WriteVerbatim(string(b))
+	conn.WriteVerbatim(string(c.appendInfo(nil, s.now())))
 }
 
 func cmdClientHelp(s *Server, c *client, conn *resp.Conn, args [][]byte) {

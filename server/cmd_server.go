@@ -2,10 +2,8 @@ package server
 
 import (
 	"bytes"
-	"cmp"
 	"net"
 	"path"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -82,129 +80,6 @@ func registerServer(t table) {
 				summary: "Returns helpful text about the different subcommands", since: "5.0.0", group: "server", complex: "O(1)"},
 		),
 	)
-}
-
-// infoSections are INFO's sections, in the order INFO prints them (Redis's
-// order, with leaf's own before Keyspace, which Redis prints last).
-func infoSections() [8]string {
-	return [...]string{"server", "clients", "persistence", "stats", "replication", "cluster", "leaf", "keyspace"}
-}
-
-// cmdInfo: INFO [section ...]. No section, "default", "all" or
-// "everything" print every section; unknown names print nothing, as in
-// Redis. Sections are separated by an empty line; lines end with CRLF.
-func cmdInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
-	sections := infoSections()
-	var want [len(sections)]bool
-	all := len(args) == 1
-	for _, a := range args[1:] {
-		name := strings.ToLower(string(a))
-		if name == "default" || name == "all" || name == "everything" {
-			all = true
-		}
-		for i, sec := range sections {
-			if name == sec {
-				want[i] = true
-			}
-		}
-	}
-	var b strings.Builder
-	for i, sec := range sections {
-		if !all && !want[i] {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString("\r\n")
-		}
-		s.infoSection(&b, sec)
-	}
-	conn.WriteVerbatim(b.String())
-}
-
-// infoSection writes one section of INFO.
-func (s *Server) infoSection(b *strings.Builder, sec string) {
-	line := func(k string, v any) {
-		b.WriteString(k)
-		b.WriteByte(':')
-		switch v := v.(type) {
-		case string:
-			b.WriteString(sanitize(v))
-		case int:
-			b.WriteString(strconv.Itoa(v))
-		case int64:
-			b.WriteString(strconv.FormatInt(v, 10))
-		case bool:
-			if v {
-				b.WriteByte('1')
-			} else {
-				b.WriteByte('0')
-			}
-		}
-		b.WriteString("\r\n")
-	}
-	now := s.now()
-	switch sec {
-	case "server":
-		b.WriteString("# Server\r\n")
-		line("redis_version", redisVersion)
-		line("redis_mode", "standalone")
-		line("leaf_version", s.opts.Version)
-		line("leaf_git_sha1", cmp.Or(s.opts.Revision, "00000000"))
-		line("os", runtime.GOOS+" "+runtime.GOARCH)
-		line("arch_bits", strconv.IntSize)
-		line("go_version", runtime.Version())
-		line("process_id", s.pid)
-		line("tcp_port", s.port())
-		up := int64(now.Sub(s.started) / time.Second)
-		line("uptime_in_seconds", up)
-		line("uptime_in_days", up/86400)
-	case "clients":
-		b.WriteString("# Clients\r\n")
-		line("connected_clients", s.connectedClients())
-		line("maxclients", s.rs.MaxClients())
-	case "persistence":
-		b.WriteString("# Persistence\r\n")
-		line("loading", 0)
-	case "stats":
-		commands, errs := s.totals()
-		b.WriteString("# Stats\r\n")
-		line("total_connections_received", s.rs.Stats().Accepted)
-		line("total_commands_processed", commands)
-		line("rejected_connections", s.rs.Stats().Rejected)
-		line("total_error_replies", errs)
-		line("acl_access_denied_auth", s.authFailures.Load())
-	case "replication":
-		b.WriteString("# Replication\r\n")
-		line("role", "master")
-		line("connected_slaves", 0)
-	case "leaf":
-		st := s.alloc.Stats()
-		b.WriteString("# Leaf\r\n")
-		line("tags", st.Tags)
-		line("waits", st.Waits)
-		line("load_failures", st.LoadFailures)
-		line("guard_trips", st.GuardTrips)
-		line("guard_repairs", st.GuardRepairs)
-		line("guard_table", st.GuardTable)
-		line("store_retries", st.Retries)
-		line("store_ambiguous", st.Ambiguous)
-		line("queued_loads", st.QueuedLoads)
-		line("store_ok", st.StoreOK)
-		line("store_away_since", unixMilli(st.AwaySince))
-		line("store_outages", st.Outages)
-		line("store_probes", st.Probes)
-		line("store_refused", st.Refused)
-		line("store_last_error", st.StoreError)
-		line("store_last_error_at", unixMilli(st.StoreErrorAt))
-		s.infoLeafTags(line)
-		s.infoSecurity(line)
-	case "cluster":
-		b.WriteString("# Cluster\r\n")
-		s.infoCluster(line)
-	case "keyspace":
-		b.WriteString("# Keyspace\r\n")
-		s.infoKeyspace(line)
-	}
 }
 
 // unixMilli is t in unix milliseconds, 0 for the zero time (never).
@@ -420,7 +295,8 @@ func (c *client) writeCommandDocs(conn *resp.Conn, cmd *command) {
 
 // configParams are the parameters CONFIG GET answers, with the values that
 // describe leaf to tools written for Redis: redis-benchmark asks for save
-// and appendonly. The password is never among them.
+// and appendonly, prometheus-redis-exporter for maxmemory, maxclients
+// and databases. The password is never among them.
 func (s *Server) configParams() [][2]string {
 	host, port := "", "0"
 	if a := s.Addr(); a != nil {
@@ -428,13 +304,22 @@ func (s *Server) configParams() [][2]string {
 			host, port = h, p
 		}
 	}
+	// Redis's slowlog-log-slower-than is in microseconds, -1 when off.
+	slower := int64(-1)
+	if th := s.slowlog.threshold; th >= 0 {
+		slower = th.Microseconds()
+	}
 	return [][2]string{
 		{"appendonly", "no"},
 		{"bind", host},
 		{"databases", strconv.Itoa(s.opts.Databases)},
 		{"maxclients", strconv.Itoa(s.rs.MaxClients())},
+		{"maxmemory", "0"}, // leaf keeps no data set that could grow: no limit to set
+		{"maxmemory-policy", "noeviction"},
 		{"port", port},
 		{"save", ""},
+		{"slowlog-log-slower-than", strconv.FormatInt(slower, 10)},
+		{"slowlog-max-len", strconv.Itoa(slowlogMaxLen)},
 		{"timeout", strconv.FormatInt(int64((s.opts.IdleTimeout+time.Second-1)/time.Second), 10)}, // seconds, rounded up
 	}
 }

@@ -102,16 +102,15 @@ func (s *Server) infoLeafTags(line func(k string, v any)) {
 	line("vanished_tags", sum.vanished)
 }
 
-// infoKeyspace writes INFO's Keyspace section: Redis's line per database
-// (SELECT) that has tags, where the keys are the tags (tools that count keys see the tags; Redis omits the
-// line when there are none), and leaf's summary on a line of its own
-// (keeping db0 in Redis's exact shape for the tools that parse it).
+// infoKeyspace writes INFO's Keyspace section: Redis's dbN lines, where
+// the keys are the tags (tools that count keys see the tags; Redis omits
+// a database without keys), and leaf's summary on a line of its own
+// (keeping the db lines in Redis's exact shape for the tools that parse
+// them).
 func (s *Server) infoKeyspace(line func(k string, v any)) {
 	sum := summarize(s.alloc.Tags())
-	for db := range s.opts.Databases {
-		if n := len(s.names(db)); n > 0 {
-			line("db"+strconv.Itoa(db), fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", n))
-		}
+	for _, db := range s.keyspaceDBs(sum.tags) {
+		line("db"+strconv.Itoa(db.db), fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", db.keys))
 	}
 	line("leaf", fmt.Sprintf("tags=%d,cached_ids=%d,min_runway_seconds=%s",
 		sum.tags, sum.cachedIDs, formatSeconds(sum.minRunway)))

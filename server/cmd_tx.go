@@ -122,7 +122,7 @@ func (s *Server) queue(c *client, conn *resp.Conn, cmd *command, args [][]byte) 
 	}
 	tx := c.tx
 	if len(tx.cmds) >= maxQueued || tx.bytes+size > maxQueuedBytes {
-		c.count(cmd)
+		c.stats.reject(cmd)
 		tx.dirty = true
 		s.writeError(c, conn, fmt.Sprintf(errTxTooLarge, maxQueued, maxQueuedBytes>>20))
 		return
@@ -250,15 +250,27 @@ func (r *txRun) exec(i int) {
 	})
 }
 
-// runNested runs a command inside another (EXEC, EVAL), counted as if
-// sent alone; the outer command's count is kept for its own end.
+// runNested runs cmd inside another command (EXEC, EVAL), counted as
+// Redis counts it: a call of its own, timed alone, in cmd's record; the
+// outer command's open run and its error flag are left as they were.
 func (c *client) runNested(cmd *command, run func()) {
-	st := &c.stats
-	cur, failed := st.cur, st.failed
-	c.count(cmd)
+	cs := &c.stats
+	failed, running := cs.failed, cs.running
+	cs.failed = false
+	r := cs.sh.record(cmd.stat)
+	start := c.s.clock()
 	run()
-	st.end()
-	st.cur, st.failed = cur, failed
+	if r != nil {
+		d := max(c.s.clock()-start, 0)
+		if cs.failed {
+			r.failed.Add(1)
+		} else {
+			r.okSlow.Add(1)
+		}
+		r.nanos.Add(d)
+		r.hist.b[bucketOf(d)].Add(1)
+	}
+	cs.failed, cs.running = failed, running
 }
 
 // incrCount is the number of IDs a queued INCR or a valid INCRBY takes, 0

@@ -84,6 +84,7 @@ func buildCommands() (table, []*command) {
 	registerIncr(t)
 	registerLeaf(t)
 	registerConn(t)
+	registerClient(t)
 	registerServer(t)
 	registerAdmin(t)
 	registerTags(t)
@@ -91,6 +92,10 @@ func buildCommands() (table, []*command) {
 	registerTx(t)
 	registerKeys(t)
 	registerScript(t)
+	registerSlowlog(t)
+	registerLatency(t)
+	registerMonitor(t)
+	registerStrlen(t)
 	markNonBlocking(t)
 	sorted := make([]*command, 0, len(t))
 	for _, c := range t {
@@ -140,7 +145,7 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 		}
 	}
 	if cmd == nil {
-		c.count(nil)
+		c.stats.reject(nil)
 		c.flagTx()
 		s.writeError(c, conn, unknownCommandText(args))
 		return true
@@ -151,7 +156,7 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 			sub = cmd.subs[string(c.name[:n])]
 		}
 		if sub == nil {
-			c.count(cmd)
+			c.stats.reject(cmd)
 			c.flagTx()
 			s.writeError(c, conn, unknownSubText(args))
 			return true
@@ -160,14 +165,14 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 	}
 	switch {
 	case !cmd.arityOK(len(args)):
-		c.count(cmd)
+		c.stats.reject(cmd)
 		if !s.execAborted(c, conn, cmd) {
 			c.flagTx()
 			s.writeError(c, conn, fmt.Sprintf(errWrongArgs, cmd.name))
 		}
 		return true
 	case !c.authed && !cmd.noAuth:
-		c.count(cmd)
+		c.stats.reject(cmd)
 		c.flagTx()
 		s.writeError(c, conn, errNoAuth)
 		return true
@@ -176,29 +181,46 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 		s.queue(c, conn, cmd, args)
 		return true
 	case !mayBlock && !cmd.neverBlocks:
-		if cmd.try == nil || !cmd.try(s, c, conn, args) {
+		if cmd.try == nil {
 			return false
 		}
-		c.count(cmd)
-		c.stats.end()
+		s.begin(c, cmd, true, args)
+		if !cmd.try(s, c, conn, args) {
+			c.stats.unbegin()
+			return false
+		}
+		s.ran(c, cmd, conn, args)
 		return true
 	}
-	c.count(cmd)
-	cmd.fn(s, c, conn, args)
-	c.stats.end()
+	s.begin(c, cmd, !mayBlock, args)
+	if mayBlock && cmd.try != nil {
+		// An INCR or INCRBY that could not be answered from memory: it
+		// may wait for a segment load (INFO's blocked_clients).
+		s.blocked.Add(1)
+		cmd.fn(s, c, conn, args)
+		s.blocked.Add(-1)
+	} else {
+		cmd.fn(s, c, conn, args)
+	}
+	s.ran(c, cmd, conn, args)
 	return true
 }
 
-// count counts a command (nil: an unknown one) as it runs.
-func (c *client) count(cmd *command) {
-	c.commands.Add(1)
-	c.stats.begin(cmd)
+// ran counts a command that ran and shows it to the monitors, if any
+// (cmd_monitor.go): one atomic load when there are none.
+func (s *Server) ran(c *client, cmd *command, conn *resp.Conn, args [][]byte) {
+	c.stats.end()
+	if s.monitors.active.Load() != 0 {
+		s.feedMonitors(c, cmd, args)
+	}
 }
 
 // writeError writes an error reply (resp.Writer makes any CR or LF in it
-// a space) and counts it.
+// a space) and counts it: on the connection, by its code (errorstats),
+// and against the running command, if any (failed_calls).
 func (s *Server) writeError(c *client, conn *resp.Conn, msg string) {
 	c.errors.Add(1)
-	c.stats.fail()
+	c.stats.failed = true
+	s.errStats.count(msg)
 	conn.WriteError(msg)
 }

@@ -7,10 +7,21 @@
 // Commands live one family per file (cmd_incr.go, cmd_leaf.go, cmd_conn.go,
 // cmd_server.go, cmd_admin.go, cmd_tags.go, cmd_cluster.go, cmd_tx.go for
 // transactions, cmd_keys.go for the key and listing commands, cmd_script.go
-// for Lua), each with its own register function; handlers are thin: arity is checked by dispatch, then they
-// parse, call the allocator and write the reply. Every error text is in
-// errors.go; where a situation is the same as in Redis the text is
-// Redis's own, byte for byte.
+// for Lua, and for monitoring cmd_client.go, cmd_slowlog.go,
+// cmd_latency.go, cmd_monitor.go), each with its own register function;
+// handlers are thin: arity is checked by dispatch, then they parse, call
+// the allocator and write the reply. Every error text is in errors.go;
+// where a situation is the same as in Redis the text is Redis's own, byte
+// for byte.
+//
+// # Monitoring
+//
+// INFO (info.go) writes Redis 7.0's sections and fields wherever leaf has
+// a true value. Commands are counted and timed by runs (stats.go): a
+// connection counts in its own fields while a turn runs and, when the
+// turn ends (resp.TurnEnder), adds each run's counts, time and histogram
+// bucket (histogram.go) to its event loop's records, which INFO, SLOWLOG,
+// LATENCY and the metrics read.
 //
 // # Commands that must not block
 //

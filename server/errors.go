@@ -33,6 +33,13 @@ const (
 	errExpireTime     = "ERR invalid expire time in '%s' command"
 	errClientName     = "ERR Client names cannot contain spaces, newlines or special characters."
 	errSetInfoOption  = "ERR Unrecognized option '%s'"
+	errSlowlogCount   = "ERR count should be greater than or equal to -1"
+	errSubSyntax      = "ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP."
+	errClientType     = "ERR Unknown client type '%s'"
+	errClientID       = "ERR Invalid client ID"
+	errClientKillID   = "ERR client-id should be greater than 0"
+	errNoSuchClient   = "ERR No such client"
+	errNoSuchUser     = "ERR No such user '%s'"
 	errSetInfoValue   = "ERR %s cannot contain spaces, newlines or special characters."
 	// leaf's: Redis takes any length; leaf keeps what CLIENT LIST shows small.
 	errClientNameLong = "ERR Client names are limited to %d bytes"

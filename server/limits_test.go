@@ -97,7 +97,7 @@ func TestBadInputKeepsConnection(t *testing.T) {
 		{"tag with CRLF", []string{"INCR", "a\r\n"}, "-ERR invalid tag name: control character U+000D\r\n"},
 		{"unknown command", []string{"LPUSH", "a", "1"}, "-ERR unknown command 'LPUSH', with args beginning with: 'a' '1' \r\n"},
 		{"unknown command with CRLF", []string{"X\r\nY"}, "-ERR unknown command 'X  Y', with args beginning with: \r\n"},
-		{"unknown CLIENT subcommand", []string{"CLIENT", "KILL", "x"}, "-ERR unknown subcommand 'KILL'. Try CLIENT HELP.\r\n"},
+		{"unknown CLIENT subcommand", []string{"CLIENT", "PAUSE", "x"}, "-ERR unknown subcommand 'PAUSE'. Try CLIENT HELP.\r\n"},
 		{"unknown COMMAND subcommand", []string{"COMMAND", "GETKEYS"}, "-ERR unknown subcommand 'GETKEYS'. Try COMMAND HELP.\r\n"},
 		{"unknown CONFIG subcommand", []string{"CONFIG", "RESETSTAT"}, "-ERR unknown subcommand 'RESETSTAT'. Try CONFIG HELP.\r\n"},
 		{"CLIENT without subcommand", []string{"CLIENT"}, "-ERR wrong number of arguments for 'client' command\r\n"},

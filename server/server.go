@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +103,19 @@ type Options struct {
 	// certificate names in its common name (default or admin): with
 	// TLS.ClientAuth verifying certificates (server.tls_client_ca).
 	CertLogin bool
+	// SlowlogThreshold is the time a command must take to enter SLOWLOG
+	// and LATENCY's events (Redis's slowlog-log-slower-than and
+	// latency-monitor-threshold): 0 is DefaultSlowlogThreshold, a
+	// negative one turns both off, and 1ns logs every command.
+	SlowlogThreshold time.Duration
+	// ConfigFile is the configuration file read at start, shown by INFO
+	// server ("" when none).
+	ConfigFile string
 }
+
+// DefaultSlowlogThreshold is leaf.yaml's server.slowlog_threshold: a
+// command that waited for a segment load or a lookup on a slow database.
+const DefaultSlowlogThreshold = 10 * time.Millisecond
 
 // The defaults of Options' limits, as leaf.yaml's: the connection
 // layer's.
@@ -144,12 +157,19 @@ type Server struct {
 
 	nextID       atomic.Int64
 	authFailures atomic.Int64
-	// Commands and errors of connections already closed; live ones count
-	// their own (client.commands), so the hot path touches no shared line.
-	doneCommands atomic.Int64
-	doneErrors   atomic.Int64
-	// Per-command counters for CommandStats (stats.go).
-	stats serverStats
+	// Per-command counters and histograms (stats.go, histogram.go),
+	// error replies by code, commands waiting on the database.
+	stats    serverStats
+	errStats errorStats
+	blocked  atomic.Int64
+	// clock is a monotonic clock in nanoseconds, which times commands.
+	clock func() int64
+	// SLOWLOG, LATENCY, MONITOR and INFO's sampled figures.
+	slowlog  slowlog
+	latency  latencyMonitor
+	monitors monitors
+	sampler  sampler
+	runID    string
 	// nameIdx is the sorted tag names of the listings (cmd_keys.go).
 	nameIdx atomic.Pointer[nameIndex]
 	// scripts are the scripts EVAL and SCRIPT LOAD compiled, luaVMs the
@@ -196,6 +216,10 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 	s.cmds, s.sorted = buildCommands()
 	s.initSecurity()
 	s.stats.init(s.sorted)
+	base := time.Now()
+	s.clock = func() int64 { return int64(time.Since(base)) }
+	s.slowlog.init(opts.SlowlogThreshold)
+	s.runID = newRunID()
 	s.rs = resp.NewServer(s, resp.Options{
 		Logger:          opts.Logger,
 		EventLoops:      opts.EventLoops,
@@ -215,7 +239,10 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 // ErrServerClosed. With Options.TLS it speaks TLS on ln. ln may be any
 // listener: when closed, its Accept must fail. Plain TCP connections go
 // to an event loop (Linux), any other to a goroutine of its own.
-func (s *Server) Serve(ln net.Listener) error { return s.rs.Serve(ln) }
+func (s *Server) Serve(ln net.Listener) error {
+	s.startSampler()
+	return s.rs.Serve(ln)
+}
 
 // Addr is the address Serve listens on, nil before Serve.
 func (s *Server) Addr() net.Addr { return s.rs.Addr() }
@@ -243,10 +270,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Open(conn *resp.Conn) resp.Session {
 	c := newClient(s, conn)
 	conn.SetUnauthenticated(!c.authed)
+	s.stats.add(&c.stats, conn, c.id, runtime.GOMAXPROCS(0))
 	s.mu.Lock()
 	s.clients[c] = struct{}{}
 	s.mu.Unlock()
-	s.stats.add(&c.stats)
 	s.log.Debug("client connected", "id", c.id, "addr", c.addr)
 	return c
 }
@@ -256,9 +283,7 @@ func (s *Server) unregister(c *client) {
 	s.mu.Lock()
 	delete(s.clients, c)
 	s.mu.Unlock()
-	s.doneCommands.Add(c.commands.Load())
-	s.doneErrors.Add(c.errors.Load())
-	s.stats.remove(&c.stats)
+	s.monitors.remove(c)
 }
 
 // connectedClients is the number of open connections.
@@ -277,14 +302,4 @@ func (s *Server) snapshotClients() []*client {
 		out = append(out, c)
 	}
 	return out
-}
-
-// totals are the commands and error replies of every connection so far.
-func (s *Server) totals() (commands, errs int64) {
-	commands, errs = s.doneCommands.Load(), s.doneErrors.Load()
-	for _, c := range s.snapshotClients() {
-		commands += c.commands.Load()
-		errs += c.errors.Load()
-	}
-	return commands, errs
 }

@@ -299,7 +299,7 @@ func TestInfo(t *testing.T) {
 		if got, err := c.Info(ctx, "nosuch").Result(); err != nil || got != "" {
 			t.Errorf("INFO nosuch = %q, %v; want empty", got, err)
 		}
-		if got, err := c.Info(ctx, "clients").Result(); err != nil || got != "# Clients\r\nconnected_clients:1\r\nmaxclients:10000\r\n" {
+		if got, err := c.Info(ctx, "clients").Result(); err != nil || got != "# Clients\r\nconnected_clients:1\r\nmaxclients:10000\r\nblocked_clients:0\r\n" {
 			t.Errorf("INFO clients = %q, %v", got, err)
 		}
 	})
@@ -342,13 +342,13 @@ func TestErrors(t *testing.T) {
 		{"unknown command newline", []any{"FETCH", "x\r\ny"}, "ERR unknown command 'FETCH', with args beginning with: 'x  y' "},
 		{"unknown command long name", []any{strings.Repeat("Z", 40)}, "ERR unknown command '" + strings.Repeat("Z", 40) + "', with args beginning with: "},
 		{"client unknown sub", []any{"CLIENT", "MAINT_NOTIFICATIONS", "on"}, "ERR unknown subcommand 'MAINT_NOTIFICATIONS'. Try CLIENT HELP."},
-		{"client lower unknown sub", []any{"client", "kill"}, "ERR unknown subcommand 'kill'. Try CLIENT HELP."},
+		{"client lower unknown sub", []any{"client", "pause"}, "ERR unknown subcommand 'pause'. Try CLIENT HELP."},
 		{"client no sub", []any{"CLIENT"}, "ERR wrong number of arguments for 'client' command"},
 		{"client setname arity", []any{"CLIENT", "SETNAME"}, "ERR wrong number of arguments for 'client|setname' command"},
 		{"client setname space", []any{"CLIENT", "SETNAME", "a b"}, "ERR Client names cannot contain spaces, newlines or special characters."},
 		{"client setinfo option", []any{"CLIENT", "SETINFO", "color", "red"}, "ERR Unrecognized option 'color'"},
 		{"client setinfo value", []any{"CLIENT", "SETINFO", "LIB-NAME", "a b"}, "ERR LIB-NAME cannot contain spaces, newlines or special characters."},
-		{"client list filter", []any{"CLIENT", "LIST", "TYPE", "normal"}, "ERR syntax error"},
+		{"client list filter", []any{"CLIENT", "LIST", "FOO"}, "ERR syntax error"},
 		{"config no sub", []any{"CONFIG"}, "ERR wrong number of arguments for 'config' command"},
 		{"config get arity", []any{"CONFIG", "GET"}, "ERR wrong number of arguments for 'config|get' command"},
 		{"config set", []any{"CONFIG", "SET", "save", ""}, "ERR CONFIG SET is not supported: leaf reads its settings from leaf.yaml at start"},
