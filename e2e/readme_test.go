@@ -224,7 +224,7 @@ func TestDocLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := append([]string{"README.md"}, docs...)
+	files := append([]string{"README.md", "CHANGELOG.md"}, docs...)
 	for _, f := range files {
 		path := f
 		if !filepath.IsAbs(path) {
