@@ -23,7 +23,7 @@ func registerLeaf(t table) {
 }
 
 // leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 29
+const leafInfoFields = 31
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
 // are 0/1 integers; last_load is unix milliseconds (0: never); retries
@@ -32,8 +32,10 @@ const leafInfoFields = 29
 // runway_seconds is a double, inf when the tag is idle; store_ok is 0
 // while the database is away (a call failed and no probe has reached it
 // since) and store_away_since is when that began, unix milliseconds (0:
-// not away). It does not look the tag up in the database: a tag this
-// server has not seen is unknown.
+// not away); store_replication and store_durability are how the
+// database replicates and whether a failover can lose ranges (safe,
+// unsafe, unknown), as last checked. It does not look the tag up in the
+// database: a tag this server has not seen is unknown.
 func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	in, err := s.alloc.Info(string(c.key(args[1])))
 	if err != nil {
@@ -106,6 +108,12 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	writeBool(conn, st.StoreOK)
 	conn.WriteBulkString("store_away_since")
 	conn.WriteInt64(unixMilli(st.AwaySince))
+	// How the database replicates (INFO leaf has the details).
+	r := s.replication()
+	conn.WriteBulkString("store_replication")
+	conn.WriteBulkString(r.Kind)
+	conn.WriteBulkString("store_durability")
+	conn.WriteBulkString(r.Safety.String())
 }
 
 // writeBool writes b as the integer 1 or 0 in both protocols, so clients
