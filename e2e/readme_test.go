@@ -20,19 +20,22 @@ import (
 	"github.com/leaf-id/leaf/internal/redistest"
 )
 
-// sessionStep is one command of the README's session and the lines
-// redis-cli prints for it.
+// sessionStep is one command of a README session and the lines it
+// prints: `redis-cli -p 6380 ...` against the block's server, or
+// `bin/leaf ...` on the block's store.
 type sessionStep struct {
 	line string   // as written, "$ redis-cli -p 6380 INCR order  # ..."
-	args []string // redis-cli's arguments after -p PORT
+	leaf bool     // bin/leaf, not redis-cli
+	args []string // after `redis-cli -p 6380` or `bin/leaf`
 	want []string
 }
 
-// readmeSession reads the console blocks between <!-- session --> and
-// <!-- /session --> in the README, in order.
-func readmeSession(t *testing.T, readme string) []sessionStep {
+// readmeSessions reads the console blocks between <!-- session --> and
+// <!-- /session --> in the README, in order: each runs on a store of its
+// own.
+func readmeSessions(t *testing.T, readme string) [][]sessionStep {
 	t.Helper()
-	var steps []sessionStep
+	var blocks [][]sessionStep
 	rest := readme
 	for {
 		i := strings.Index(rest, "<!-- session -->")
@@ -46,6 +49,7 @@ func readmeSession(t *testing.T, readme string) []sessionStep {
 		}
 		block := rest[:j]
 		rest = rest[j:]
+		var steps []sessionStep
 		in := false
 		for _, l := range strings.Split(block, "\n") {
 			switch {
@@ -55,37 +59,68 @@ func readmeSession(t *testing.T, readme string) []sessionStep {
 				in = false
 			case !in:
 			case strings.HasPrefix(l, "$ "):
-				steps = append(steps, sessionStep{line: l, args: sessionArgs(t, l)})
+				steps = append(steps, sessionCommand(t, l))
 			case len(steps) == 0:
 				t.Fatalf("README.md session: output before any command: %q", l)
 			default:
 				steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
 			}
 		}
+		if len(steps) == 0 {
+			t.Fatal("README.md: a <!-- session --> block without a console block")
+		}
+		blocks = append(blocks, steps)
 	}
-	if len(steps) == 0 {
+	if len(blocks) == 0 {
 		t.Fatal("README.md has no <!-- session --> block")
 	}
-	return steps
+	return blocks
 }
 
-// sessionArgs parses "$ redis-cli -p 6380 ARGS...   # comment": the
-// arguments are plain words (the session quotes nothing).
-func sessionArgs(t *testing.T, line string) []string {
+// sessionCommand parses "$ redis-cli -p 6380 ARGS...   # comment" or
+// "$ bin/leaf ARGS...": words, or quoted with "..." (no escapes).
+func sessionCommand(t *testing.T, line string) sessionStep {
 	t.Helper()
-	if i := strings.Index(line, " #"); i >= 0 {
-		line = line[:i]
-	}
-	f := strings.Fields(strings.TrimPrefix(line, "$ "))
-	if len(f) < 4 || f[0] != "redis-cli" || f[1] != "-p" || f[2] != "6380" {
-		t.Fatalf("README.md session: %q is not `redis-cli -p 6380 COMMAND ...`", line)
-	}
-	for _, a := range f[3:] {
-		if strings.ContainsAny(a, `"'\`) {
-			t.Fatalf("README.md session: %q quotes an argument; the test splits on spaces only", line)
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	text := strings.TrimPrefix(line, "$ ")
+scan:
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case quoted:
+			cur.WriteByte(c)
+		case c == '#' && !inWord:
+			break scan
+		case c == ' ':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case c == '\'' || c == '\\':
+			t.Fatalf("README.md session: %q: the test reads plain words and \"...\" only", line)
+		default:
+			cur.WriteByte(c)
+			inWord = true
 		}
 	}
-	return f[3:]
+	if quoted {
+		t.Fatalf("README.md session: %q: unterminated quote", line)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	switch {
+	case len(words) >= 2 && words[0] == "bin/leaf":
+		return sessionStep{line: line, leaf: true, args: words[1:]}
+	case len(words) >= 4 && words[0] == "redis-cli" && words[1] == "-p" && words[2] == "6380":
+		return sessionStep{line: line, args: words[3:]}
+	}
+	t.Fatalf("README.md session: %q is neither `redis-cli -p 6380 COMMAND ...` nor `bin/leaf ...`", line)
+	return sessionStep{}
 }
 
 // varyingFields are the LEAF.INFO fields whose values no two runs share:
@@ -95,9 +130,16 @@ var varyingFields = []string{`"last_load"`, `"runway_seconds"`}
 // itemRe is one element of an array as redis-cli prints it: " 7) value".
 var itemRe = regexp.MustCompile(`^(\s*\d+\) )(.*)$`)
 
-// normalise replaces the values of varyingFields by a placeholder.
+// timeRe is a time as leaf tags prints it (UPDATE_TIME).
+var timeRe = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+
+// normalise replaces the values of varyingFields, and times, by
+// placeholders.
 func normalise(lines []string) []string {
 	out := append([]string(nil), lines...)
+	for i := range out {
+		out[i] = timeRe.ReplaceAllString(out[i], "<time>")
+	}
 	for i := 0; i+1 < len(out); i++ {
 		m := itemRe.FindStringSubmatch(out[i])
 		if m == nil {
@@ -114,37 +156,63 @@ func normalise(lines []string) []string {
 	return out
 }
 
-// TestReadmeSession runs the README's sample session with redis-cli
-// against leaf as `make run` starts it (its defaults, a fresh SQLite file
-// in data/) and fails on any line that differs but the varying ones.
+// TestReadmeSession runs the README's sample sessions, each on a fresh
+// SQLite file in data/ as `make run` makes it: redis-cli against leaf
+// started with its defaults (at the block's first redis-cli), bin/leaf on
+// the same store. It fails on any line that differs but the varying ones.
 func TestReadmeSession(t *testing.T) {
 	cli := needTool(t, "redis-cli", "redis-tools")
 	readme, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := readmeSession(t, string(readme))
-	p := startLeaf(t, t.TempDir())
-	_, port, ok := strings.Cut(p.Addr, ":")
-	if !ok {
-		t.Fatalf("address %q", p.Addr)
+	var p *proc // the first block's server, for LEAF.INFO's fields below
+	for _, steps := range readmeSessions(t, string(readme)) {
+		dir := t.TempDir()
+		var port string
+		for _, s := range steps {
+			// Bounded only so that a hang fails instead of stalling the run.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			var cmd *exec.Cmd
+			if s.leaf {
+				cmd = exec.CommandContext(ctx, leafBin, s.args...)
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+			} else {
+				if port == "" {
+					srv := startLeaf(t, dir)
+					if p == nil {
+						p = srv
+					}
+					var ok bool
+					if _, port, ok = strings.Cut(srv.Addr, ":"); !ok {
+						t.Fatalf("address %q", srv.Addr)
+					}
+				}
+				// --no-raw: the output redis-cli prints on a terminal, as shown.
+				cmd = exec.CommandContext(ctx, cli, append([]string{"--no-raw", "-h", "127.0.0.1", "-p", port}, s.args...)...)
+			}
+			cmd.Dir = dir
+			var stdout, stderr strings.Builder
+			cmd.Stdout = &stdout
+			cmd.Stderr = &stderr
+			if !s.leaf {
+				cmd.Stderr = &stdout // redis-cli's errors are part of what it shows
+			}
+			err := cmd.Run()
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s%s", s.line, err, stdout.String(), stderr.String())
+			}
+			got := normalise(strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n"))
+			want := normalise(s.want)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("README.md session, %s\n got:\n%s\n README.md shows:\n%s",
+					s.line, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}
 	}
-	for _, s := range steps {
-		// Bounded only so that a hang fails instead of stalling the run.
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		// --no-raw: the output redis-cli prints on a terminal, as shown.
-		cmd := exec.CommandContext(ctx, cli, append([]string{"--no-raw", "-h", "127.0.0.1", "-p", port}, s.args...)...)
-		out, err := cmd.CombinedOutput()
-		cancel()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", s.line, err, out)
-		}
-		got := normalise(strings.Split(strings.TrimRight(string(out), "\n"), "\n"))
-		want := normalise(s.want)
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("README.md session, %s\n got:\n%s\n README.md shows:\n%s",
-				s.line, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
+	if p == nil {
+		t.Fatal("README.md's sessions run no redis-cli")
 	}
 
 	// The Commands table names LEAF.INFO's fields in the order they come.
