@@ -331,7 +331,7 @@ func TestDocLinks(t *testing.T) {
 					headings[tpath] = anchors(string(body))
 				}
 				if !headings[tpath][anchor] {
-					t.Errorf("link %s: no heading #%s in %s", link, anchor, target)
+					t.Errorf("link %s: no heading #%s in %s", link, anchor, filepath.Base(tpath))
 				}
 			}
 		})
