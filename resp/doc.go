@@ -20,7 +20,7 @@
 //
 // There is one loop per core but one by default (DefaultEventLoops). The
 // loops are leaf's own, on epoll: on gnet v2 the same connection code
-// spent more CPU per request and answered fewer (README.md, Performance),
+// spent more CPU per request and answered fewer (docs/performance.md),
 // and gnet reads every readable socket into a buffer without bound, where
 // a loop here stops reading from a client that does not take its replies.
 //

@@ -128,7 +128,7 @@ const (
 // allocator's loads, the garbage collector, the HTTP server. (Redis gives
 // the same advice for its I/O threads.) On 2 cores, where a client shares
 // the machine, a second loop cost 1.5x the CPU per request and served
-// fewer (README.md, Performance).
+// fewer (docs/performance.md).
 func DefaultEventLoops() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // Replies are written when every command read so far has run, or earlier

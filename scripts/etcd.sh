@@ -12,6 +12,11 @@
 #                                        and writes it to <dir>/endpoints
 #   scripts/etcd.sh stop <dir>           stop every member (SIGTERM) and wait
 #
+# With ETCD_PORT set (say 2379), start places the members on that port and
+# the five after it: member N's client port is ETCD_PORT + 2(N-1), its peer
+# port the next one (2379 to 2384), or fails when one is taken; without it,
+# free random ports.
+#
 # One member, for fault tests; <member> is 1, 2 or 3, or "leader" (found
 # through each member's /metrics). Each acts on the PID in <dir>/m<N>/etcd.pid
 # and prints the member's number:
@@ -180,8 +185,23 @@ start_cluster() {
 	else
 		rm -f "$dir/tls"
 	fi
+	local want=${ETCD_PORT:-}
+	if [ -n "$want" ]; then
+		valid_port "$want" && valid_port $((want + 2 * members - 1)) ||
+			die "ETCD_PORT '$want': not a port number with $((2 * members - 1)) more after it"
+	fi
 	for attempt in 1 2 3; do
-		free_ports $((2 * members)) >"$dir/ports"
+		if [ -n "$want" ]; then
+			# The caller's ports or none: a recipe that names them must
+			# not find the cluster elsewhere.
+			[ "$attempt" = 1 ] || die "a port from $want to $((want + 2 * members - 1)) was taken"
+			for ((i = want; i < want + 2 * members; i++)); do
+				port_free "$i" || die "port $i on 127.0.0.1 is taken: choose another ETCD_PORT, or none for free ports"
+			done
+			echo $(seq "$want" $((want + 2 * members - 1))) >"$dir/ports"
+		else
+			free_ports $((2 * members)) >"$dir/ports"
+		fi
 		for ((i = 1; i <= members; i++)); do
 			rm -rf "$dir/m$i"
 			launch "$i" new

@@ -49,6 +49,12 @@ wait_log() {
 	return 1
 }
 
+# valid_port VALUE: VALUE is a TCP port number, 1 to 65535.
+valid_port() {
+	case "$1" in '' | *[!0-9]*) return 1 ;; esac
+	[ "$1" -ge 1 ] && [ "$1" -le 65535 ]
+}
+
 # port_free PORT: nothing listens on 127.0.0.1:PORT now.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

@@ -3,9 +3,11 @@
 # under <dir>, listening on a free port on 127.0.0.1. No system service or
 # system configuration file is used or touched.
 #
-#   scripts/mariadb.sh start <dir>   start it (installing mariadb-server from
+#   scripts/mariadb.sh start <dir> [port]
+#                                    start it (installing mariadb-server from
 #                                    Debian's packages first when missing and
-#                                    run as root); prints
+#                                    run as root), on port (or $MARIADB_PORT)
+#                                    when given, else a free one; prints
 #                                    LEAF_TEST_MYSQL_DSN=leaf:<pw>@tcp(127.0.0.1:<port>)/leaf
 #                                    and writes it to <dir>/dsn
 #   scripts/mariadb.sh stop <dir>    stop it by the PID in <dir>/mariadb.pid and wait
@@ -20,7 +22,8 @@
 # start on a <dir> that was started before (and stopped or killed) reuses its
 # data directory, password and port, so the DSN clients hold stays valid;
 # only when that port is taken meanwhile does it pick another (and print the
-# new DSN).
+# new DSN). A port given (argument or MARIADB_PORT) is used or start fails:
+# it never moves elsewhere.
 #
 # The user "leaf" may create and drop databases named leaf*, which is what
 # persist/mysql/mysqltest.DSN does: one fresh database per test; and create
@@ -30,13 +33,14 @@
 #   go test -race ./persist/... ./e2e
 #   scripts/mariadb.sh stop /tmp/leaf-mariadb && rm -rf /tmp/leaf-mariadb
 #
-# Environment: MARIADB_START_TIMEOUT (seconds to wait for readiness, 60).
+# Environment: MARIADB_START_TIMEOUT (seconds to wait for readiness, 60);
+# MARIADB_PORT (the port, when no argument gives one).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 log() { echo "mariadb.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { echo "usage: $0 start|stop|kill|pause|resume <dir>" >&2; exit 2; }
+usage() { echo "usage: $0 start <dir> [port] | stop|kill|pause|resume <dir>" >&2; exit 2; }
 
 # find_bin NAME: the path of a MariaDB program; /usr/sbin is not always in
 # a non-root PATH.
@@ -74,7 +78,8 @@ is_mariadbd() {
 }
 
 start() {
-	local dir
+	local dir want=${2:-}
+	if [ -n "$want" ] && ! valid_port "$want"; then die "port '$want' is not a port number (1-65535)"; fi
 	mkdir -p "$1"
 	dir=$(cd "$1" && pwd)
 	if [ -f "$dir/mariadb.pid" ] && is_mariadbd "$(cat "$dir/mariadb.pid")" && [ -f "$dir/dsn" ]; then
@@ -133,7 +138,12 @@ start() {
 
 	local timeout=${MARIADB_START_TIMEOUT:-60} attempt port pid ready
 	for attempt in 1 2 3 4 5; do
-		if [ "$attempt" = 1 ] && [ -n "$prev_port" ] && port_free "$prev_port"; then
+		if [ -n "$want" ]; then
+			# The caller's port or none: a recipe that names it must not
+			# find the server elsewhere.
+			[ "$attempt" = 1 ] && port_free "$want" || die "port $want on 127.0.0.1 is taken: choose another, or give none for a free one"
+			port=$want
+		elif [ "$attempt" = 1 ] && [ -n "$prev_port" ] && port_free "$prev_port"; then
 			port=$prev_port
 		else
 			if [ "$attempt" = 1 ] && [ -n "$prev_port" ]; then
@@ -227,9 +237,9 @@ signal() {
 	log "sent SIG$2 (pid $pid)"
 }
 
-[ $# -eq 2 ] || usage
+[ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$1" = start ]; } || usage
 case "$1" in
-start) start "$2" ;;
+start) start "$2" "${3:-${MARIADB_PORT:-}}" ;;
 stop) stop "$2" ;;
 kill) crash "$2" ;;
 pause) signal "$2" STOP ;;

@@ -3,9 +3,11 @@
 # free port on 127.0.0.1, its Unix socket in its own directory. No system
 # service, cluster or configuration file is used or touched.
 #
-#   scripts/postgres.sh start <dir>    start it (installing Debian's postgresql
-#                                      first when missing and run as root);
-#                                      prints LEAF_TEST_POSTGRES_DSN=postgres://leaf:<pw>@127.0.0.1:<port>/leaf?sslmode=disable
+#   scripts/postgres.sh start <dir> [port]
+#                                      start it (installing Debian's postgresql
+#                                      first when missing and run as root), on
+#                                      port (or $POSTGRES_PORT) when given, else
+#                                      a free one; prints LEAF_TEST_POSTGRES_DSN=postgres://leaf:<pw>@127.0.0.1:<port>/leaf?sslmode=disable
 #                                      and writes it to <dir>/dsn
 #   scripts/postgres.sh stop <dir>     stop it (fast shutdown) by the PID in <dir>/postgres.pid and wait
 #   scripts/postgres.sh destroy <dir>  stop it and delete its cluster
@@ -47,6 +49,8 @@
 # start on a <dir> that was started before (and stopped or killed) reuses its
 # cluster, password and port, so the DSN clients hold stays valid; only when
 # that port is taken meanwhile does it pick another (and print the new DSN).
+# A port given (argument or POSTGRES_PORT) is used or start fails: it never
+# moves elsewhere.
 #
 # The role "leaf" may create databases and roles, and end other roles'
 # sessions (pg_signal_backend), but is not a superuser: what
@@ -58,13 +62,14 @@
 #   go test -race ./persist/postgres/... ./e2e
 #   scripts/postgres.sh destroy /tmp/leaf-postgres && rm -rf /tmp/leaf-postgres
 #
-# Environment: POSTGRES_START_TIMEOUT (seconds to wait for readiness, 60).
+# Environment: POSTGRES_START_TIMEOUT (seconds to wait for readiness, 60);
+# POSTGRES_PORT (the port, when no argument gives one).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 log() { echo "postgres.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { echo "usage: $0 start|stop|destroy|kill|pause|resume <dir> | replica <dir> <primary-dir>" >&2; exit 2; }
+usage() { echo "usage: $0 start <dir> [port] | stop|destroy|kill|pause|resume <dir> | replica <dir> <primary-dir>" >&2; exit 2; }
 
 # bindir: the directory of the newest installed server's programs (Debian
 # keeps them in /usr/lib/postgresql/<major>/bin, off the PATH).
@@ -170,7 +175,8 @@ psql_admin() {
 }
 
 start() {
-	local dir
+	local dir want=${2:-}
+	if [ -n "$want" ] && ! valid_port "$want"; then die "port '$want' is not a port number (1-65535)"; fi
 	mkdir -p "$1"
 	dir=$(cd "$1" && pwd)
 	if [ -f "$dir/postgres.pid" ] && is_postgres "$(cat "$dir/postgres.pid")" && [ -f "$dir/dsn" ]; then
@@ -207,7 +213,12 @@ start() {
 	fi
 	local timeout=${POSTGRES_START_TIMEOUT:-60} attempt port pid ready
 	for attempt in 1 2 3 4 5; do
-		if [ "$attempt" = 1 ] && [ -n "$prev_port" ] && port_free "$prev_port"; then
+		if [ -n "$want" ]; then
+			# The caller's port or none: a recipe that names it must not
+			# find the server elsewhere.
+			[ "$attempt" = 1 ] && port_free "$want" || die "port $want on 127.0.0.1 is taken: choose another, or give none for a free one"
+			port=$want
+		elif [ "$attempt" = 1 ] && [ -n "$prev_port" ] && port_free "$prev_port"; then
 			port=$prev_port
 		else
 			if [ "$attempt" = 1 ] && [ -n "$prev_port" ]; then
@@ -434,9 +445,9 @@ if [ "${1:-}" = replica ]; then
 	replica "$2" "$3"
 	exit 0
 fi
-[ $# -eq 2 ] || usage
+[ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$1" = start ]; } || usage
 case "$1" in
-start) start "$2" ;;
+start) start "$2" "${3:-${POSTGRES_PORT:-}}" ;;
 stop) stop "$2" ;;
 destroy) destroy "$2" ;;
 kill) crash "$2" ;;
