@@ -186,6 +186,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		StoreLatency:   storeLatency,
 		MetricsMaxTags: cfg.HTTP.MetricsMaxTags,
 		PProf:          cfg.HTTP.PProf,
+		Cmdline:        config.RedactArgs(os.Args),
 		Version:        build.Version,
 		Revision:       build.Revision,
 		Logger:         log,

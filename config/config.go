@@ -208,7 +208,7 @@ func Default() Config {
 			SyncInterval:    time.Minute,
 			AutoCreate:      AutoCreateOn,
 			MaxTags:         1_000_000,
-			CreateRate:      100,
+			CreateRate:      1000,
 			MaxBatch:        100_000,
 			MaxRetryBackoff: 10 * time.Second,
 		},

@@ -32,6 +32,18 @@ func TestDefaultsAgree(t *testing.T) {
 	opts := reflect.ValueOf(segment.DefaultOptions())
 	for i := range seg.NumField() {
 		name := seg.Type().Field(i).Name
+		switch name {
+		case "AutoCreate": // on, off or admin: the allocator creates unless off
+			if got, want := def.Segment.AutoCreate != "off", segment.DefaultOptions().AutoCreate; got != want {
+				t.Errorf("segment.auto_create %q, segment.DefaultOptions().AutoCreate = %v", def.Segment.AutoCreate, want)
+			}
+			continue
+		case "CreateRate": // per connection: the server's
+			if def.Segment.CreateRate != server.DefaultCreateRate {
+				t.Errorf("segment.create_rate: config's default %v, server's %v", def.Segment.CreateRate, server.DefaultCreateRate)
+			}
+			continue
+		}
 		t.Run("segment."+name, func(t *testing.T) {
 			o := opts.FieldByName(name)
 			if !o.IsValid() {

@@ -6,11 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/leaf-id/leaf/config"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -41,6 +39,10 @@ type Options struct {
 	MetricsMaxTags int
 	// PProf serves Go's profiler under /debug/pprof/ (http.pprof).
 	PProf bool
+	// Cmdline is the process's command line as /debug/pprof/cmdline
+	// shows it, the passwords already replaced (config.RedactArgs):
+	// this package sees no configuration.
+	Cmdline []string
 	// Version is leaf's version, shown on the status page and in
 	// leaf_build_info.
 	Version string
@@ -154,7 +156,7 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 		// Mounted here, never on http.DefaultServeMux. cmdline hides the
 		// passwords; a profile or a trace burns CPU, so one at a time.
 		m.HandleFunc("/debug/pprof/", pprof.Index)
-		m.HandleFunc("/debug/pprof/cmdline", cmdline)
+		m.HandleFunc("/debug/pprof/cmdline", cmdline(opts.Cmdline))
 		m.HandleFunc("/debug/pprof/profile", h.g.limit(h.g.profiles, pprof.Profile))
 		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		m.HandleFunc("/debug/pprof/trace", h.g.limit(h.g.profiles, pprof.Trace))
@@ -162,12 +164,14 @@ func New(alloc *segment.Allocator, opts Options) http.Handler {
 	return h
 }
 
-// cmdline is pprof's /debug/pprof/cmdline with the passwords on the
-// command line replaced (config.RedactArgs).
-func cmdline(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, strings.Join(config.RedactArgs(os.Args), "\x00"))
+// cmdline is pprof's /debug/pprof/cmdline answering args, the command
+// line with its passwords replaced, instead of os.Args.
+func cmdline(args []string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, strings.Join(args, "\x00"))
+	}
 }
 
 // writeText answers a plain-text body with the given status.

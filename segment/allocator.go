@@ -62,6 +62,7 @@ func DefaultOptions() Options {
 		LoadTimeout:     2 * time.Second,
 		SyncInterval:    time.Minute,
 		AutoCreate:      true,
+		MaxTags:         1_000_000,
 		MaxLoadBatch:    persist.MaxTakeBatch,
 		MaxBatch:        100_000,
 		NegativeTTL:     time.Second,

@@ -76,6 +76,7 @@ func bySection(secs []infoSection) map[string]infoSection {
 // not write: leaf's own, documented in README.md (Monitoring).
 var leafOnlyFields = map[string]bool{
 	"Server/leaf_version":          true,
+	"Server/leaf_git_sha1":         true,
 	"Server/go_version":            true,
 	"Stats/acl_access_denied_auth": true, // Redis 7.2's
 	"Keyspace/leaf":                true,

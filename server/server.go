@@ -129,6 +129,10 @@ type Options struct {
 	SentinelMasters []string
 }
 
+// DefaultCreateRate is leaf.yaml's segment.create_rate: the tags one
+// connection may create a second (and at once, as a burst).
+const DefaultCreateRate = 1000
+
 // DefaultSlowlogThreshold is leaf.yaml's server.slowlog_threshold: a
 // command that waited for a segment load or a lookup on a slow database.
 const DefaultSlowlogThreshold = 10 * time.Millisecond

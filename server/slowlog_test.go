@@ -325,8 +325,8 @@ func TestLatencyLikeRedis(t *testing.T) {
 }
 
 // TestConfigGetLikeRedis: the parameters tools read answer as Redis's,
-// with leaf's values: no memory limit, no eviction, one database, no
-// snapshots nor AOF, SLOWLOG's settings.
+// with leaf's values: no memory limit, no eviction, the databases SELECT
+// may choose, no snapshots nor AOF, SLOWLOG's settings.
 func TestConfigGetLikeRedis(t *testing.T) {
 	p := newComparePair(t, 2, server.Options{SlowlogThreshold: 25 * time.Millisecond})
 	ctx := context.Background()
@@ -334,7 +334,7 @@ func TestConfigGetLikeRedis(t *testing.T) {
 		t.Run(name, func(t *testing.T) { p.same(t, "CONFIG", "GET", name) })
 	}
 	for _, tc := range []struct{ name, want string }{
-		{"databases", "1"},
+		{"databases", "16"},
 		{"slowlog-log-slower-than", "25000"},
 	} {
 		got, err := p.leaf.ConfigGet(ctx, tc.name).Result()
