@@ -11,6 +11,7 @@ import time
 
 import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
 DEADLINE = 120  # a safety net per round, not an assertion on time
@@ -35,7 +36,9 @@ for line in sys.stdin:
             try:
                 print(tag, client.incr(tag))
                 break
-            except (redis.RedisError, OSError) as err:
+            # RedisClusterException: redis-py 4.3's way to say that
+            # it could not read the map from a node (a dead one).
+            except (redis.RedisError, RedisClusterException, OSError) as err:
                 errors += 1
                 if time.monotonic() - start > DEADLINE:
                     print(f"fail {tag}: {err}", flush=True)
