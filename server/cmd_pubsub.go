@@ -18,8 +18,8 @@ import (
 // +switch-master "<name> <old ip> <old port> <new ip> <new port>" when
 // the server SENTINEL GET-MASTER-ADDR-BY-NAME (or MASTER) gave for a name
 // is no longer the one it would give (the server left the slot map, or
-// this server started or stopped serving), checked every heartbeat while
-// anyone is subscribed. Messages are queued on the subscriber's
+// this server started or stopped serving), checked every heartbeat (every
+// second at most) while anyone is subscribed. Messages are queued on the subscriber's
 // connection (resp.Conn.Push), as MONITOR's lines: a subscriber that
 // does not read is disconnected once subscriberMaxPending bytes wait.
 // There is no PUBLISH: other channels are refused, not silently dead.
@@ -258,12 +258,13 @@ func (s *Server) publish(channel, payload string) {
 }
 
 // watchMasters publishes +switch-master for each master name whose answer
-// changed, every heartbeat, until nobody is subscribed or the server
-// shuts down.
+// changed, every heartbeat (every second at most, so that a lapse is told
+// at once whatever cluster.heartbeat), until nobody is subscribed or the
+// server shuts down.
 func (s *Server) watchMasters() {
 	every := time.Second
 	if s.opts.Cluster != nil {
-		every = s.opts.Cluster.Status().Heartbeat
+		every = min(every, s.opts.Cluster.Status().Heartbeat)
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()

@@ -2,13 +2,18 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/internal/redistest"
+	"github.com/leaf-id/leaf/server"
+	"github.com/leaf-id/leaf/server/servertest"
 )
 
 // The Sentinel face compared with a real Redis Sentinel monitoring one
@@ -181,5 +186,43 @@ func TestSubscribeOnlySentinelChannels(t *testing.T) {
 	}
 	if got := c.do("INCR", "x"); got != ":1\r\n" {
 		t.Fatalf("INCR after the refused SUBSCRIBE: %q", got)
+	}
+}
+
+// TestSwitchMaster: a sentinel client subscribed to +switch-master on the
+// server it was sent to is told, in Sentinel's words, when that server's
+// lease lapses, and the server then names another live one.
+func TestSwitchMaster(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "leaf.db")
+	face := server.Options{RedisCluster: true}
+	b := servertest.Start(t, servertest.Options{Path: path, Cluster: nodeOptions("b", time.Hour, time.Minute), Server: face})
+	var lease servertest.Probes
+	co := nodeOptions("a", time.Hour, time.Minute)
+	co.AfterFunc = lease.AfterFunc // the end of a's lease, on cue
+	a := servertest.Start(t, servertest.Options{Path: path, Cluster: co, Server: face})
+	if _, err := a.Node.Nodes(context.Background()); err != nil { // a reads b's registration now
+		t.Fatal(err)
+	}
+	addr := func(in *servertest.Instance) string {
+		host, port, _ := strings.Cut(in.Addr, ":")
+		return fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(host), host, len(port), port)
+	}
+	c := dialRESP(t, a.Addr, 2)
+	if got := c.do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"); got != addr(a) {
+		t.Fatalf("GET-MASTER-ADDR-BY-NAME on a: %q, want a, %q", got, addr(a))
+	}
+	if got := c.do("SUBSCRIBE", "+switch-master"); got != "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n" {
+		t.Fatalf("SUBSCRIBE: %q", got)
+	}
+	lease.Run(t) // a's lease ends unrenewed: it serves no cached IDs
+	ah, ap, _ := strings.Cut(a.Addr, ":")
+	bh, bp, _ := strings.Cut(b.Addr, ":")
+	payload := strings.Join([]string{"mymaster", ah, ap, bh, bp}, " ")
+	want := fmt.Sprintf("*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%d\r\n%s\r\n", len(payload), payload)
+	if got := c.reply(); got != want {
+		t.Fatalf("+switch-master: %q, want %q", got, want)
+	}
+	if got := dialRESP(t, a.Addr, 2).do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"); got != addr(b) {
+		t.Fatalf("GET-MASTER-ADDR-BY-NAME on a after its lapse: %q, want b, %q", got, addr(b))
 	}
 }
