@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -132,12 +133,29 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		_ = alloc.Close(context.Background())
 		return fmt.Errorf("listen on server.addr %s: %w", cfg.Server.Addr, err)
 	}
+	// The address clients of the cluster and sentinel faces are given, and
+	// the registry lists.
+	announce, from, err := cluster.AnnounceAddr(cfg.Server.AnnounceAddr, ln.Addr(), net.InterfaceAddrs)
+	if err != nil {
+		ln.Close()
+		_ = alloc.Close(context.Background())
+		return err
+	}
+	log.Info("announcing", "addr", announce, "from", from, "redis_cluster", cfg.Server.RedisCluster)
+	// etcd counts a lease's age in whole seconds: a node timeout shorter
+	// than a heartbeat and two seconds would take live servers off the map.
+	nodeTimeout := cmp.Or(cfg.Cluster.NodeTimeout, cluster.DefaultNodeTimeoutBeats*cfg.Cluster.Heartbeat)
+	if etcdFloor := cfg.Cluster.Heartbeat + 2*time.Second; cfg.Store.Driver == "etcd" && nodeTimeout < etcdFloor {
+		log.Info("cluster.node_timeout raised: etcd counts heartbeat ages in whole seconds", "from", nodeTimeout, "to", etcdFloor)
+		nodeTimeout = etcdFloor
+	}
 	// Registered before serving: until then the segment tags are held.
 	reg, _ := store.(persist.Registry)
 	node := cluster.New(reg, alloc, gen, cluster.Options{
 		Heartbeat: cfg.Cluster.Heartbeat, Lease: cfg.Cluster.Lease, AckTimeout: cfg.Cluster.AckTimeout,
-		Node:   persist.NodeInfo{Addr: ln.Addr().String(), Version: build.Node()},
-		Logger: log,
+		NodeTimeout: nodeTimeout,
+		Node:        persist.NodeInfo{Addr: announce, Version: build.Node()},
+		Logger:      log,
 	})
 	node.Start(ctx)
 
@@ -163,6 +181,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		CreatePolicy:    cfg.Segment.AutoCreate,
 		CreateRate:      cfg.Segment.CreateRate,
 		CertLogin:       cfg.Server.TLSClientCA != "",
+		RedisCluster:    cfg.Server.RedisCluster,
+		AnnounceAddr:    announce,
+		SentinelMasters: cfg.Server.Masters(),
 		// INFO server's config_file; SLOWLOG and LATENCY.
 		ConfigFile:       cfg.File,
 		SlowlogThreshold: cfg.Server.SlowlogThreshold,

@@ -144,9 +144,9 @@ type Status struct {
 	Heartbeats, HeartbeatFailures, Lapses int64
 	Changes, Unconfirmed, Drops           int64 // changes applied; announcements unconfirmed; caches dropped
 
-	Heartbeat, Lease, AckTimeout time.Duration
-	Layout                       snowflake.Layout
-	Snowflake                    snowflake.Stats
+	Heartbeat, Lease, AckTimeout, NodeTimeout time.Duration
+	Layout                                    snowflake.Layout
+	Snowflake                                 snowflake.Stats
 }
 
 // Status returns the node's state.
@@ -158,7 +158,7 @@ func (n *Node) Status() Status {
 		LastBeat: n.lastBeat, Applied: n.seen, Worker: n.worker,
 		Heartbeats: n.beats.Load(), HeartbeatFailures: n.failures.Load(), Lapses: n.lapses.Load(),
 		Changes: n.applied.Load(), Unconfirmed: n.unconfirmed.Load(), Drops: n.drops.Load(),
-		Heartbeat: n.opts.Heartbeat, Lease: n.opts.Lease, AckTimeout: n.opts.AckTimeout,
+		Heartbeat: n.opts.Heartbeat, Lease: n.opts.Lease, AckTimeout: n.opts.AckTimeout, NodeTimeout: n.opts.NodeTimeout,
 		Layout: n.gen.Layout(), Snowflake: n.gen.Stats(),
 	}
 	if n.off != nil {

@@ -35,6 +35,7 @@ type setup struct {
 	heartbeat time.Duration // 0: an hour, the test beats by hand
 	lease     time.Duration
 	ack       time.Duration
+	nodeTime  time.Duration       // cluster.node_timeout; 0: the default
 	now       time.Time           // the node's and generator's clock starts here; zero: real time
 	prepare   func(reg *pausable) // when set, runs before the node starts (faults on cue)
 }
@@ -75,7 +76,7 @@ func newServer(t *testing.T, path string, name string, su setup) *server {
 		hb = time.Hour
 	}
 	srv.node = cluster.New(srv.reg, srv.alloc, srv.gen, cluster.Options{
-		Heartbeat: hb, Lease: su.lease, AckTimeout: su.ack,
+		Heartbeat: hb, Lease: su.lease, AckTimeout: su.ack, NodeTimeout: su.nodeTime,
 		Node: persist.NodeInfo{ID: name, Addr: "127.0.0.1:" + name, Version: "test"},
 		Now:  srv.clock.Now, AfterFunc: srv.lapse.AfterFunc,
 	})
@@ -532,6 +533,9 @@ func TestOff(t *testing.T) {
 	}
 	if _, err := srv.node.Nodes(t.Context()); !errors.Is(err, cluster.ErrOff) {
 		t.Fatalf("Nodes with the features off: %v", err)
+	}
+	if m := srv.node.SlotMap(t.Context()); len(m.Shards) != 1 || m.Self != 0 || m.Shards[0].ID != "alone" || m.Shards[0].Last != cluster.Slots-1 {
+		t.Fatalf("slot map with the features off: %+v; want the server alone", m)
 	}
 	if _, err := srv.gen.NextN(t.Context(), 1); !errors.Is(err, snowflake.ErrNoWorker) || !strings.Contains(err.Error(), "cluster features are off") {
 		t.Fatalf("Snowflake ID with the features off: %v", err)

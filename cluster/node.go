@@ -44,6 +44,10 @@ type Options struct {
 	// AckTimeout is how long Announce waits for the live servers to
 	// confirm a change (cluster.ack_timeout).
 	AckTimeout time.Duration
+	// NodeTimeout is how much older than the freshest server's a server's
+	// last renewal may be before it leaves the Redis Cluster slot map
+	// (cluster.node_timeout); zero is DefaultNodeTimeoutBeats heartbeats.
+	NodeTimeout time.Duration
 	// Node is what the server registers. An empty ID gets one made of the
 	// host name and random digits; a zero Started is now.
 	Node persist.NodeInfo
@@ -77,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.AckTimeout <= 0 {
 		o.AckTimeout = d.AckTimeout
+	}
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = DefaultNodeTimeoutBeats * o.Heartbeat
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

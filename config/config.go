@@ -59,6 +59,9 @@ type ServerConfig struct {
 	Databases        int           // server.databases: databases SELECT may choose, each its own namespace of tags
 	ScriptTimeLimit  time.Duration // server.script_time_limit: a Lua script running longer is stopped
 	SlowlogThreshold time.Duration // server.slowlog_threshold: commands this slow enter SLOWLOG and LATENCY; negative = off
+	RedisCluster     bool          // server.redis_cluster: answer Redis Cluster clients (CLUSTER SLOTS, ...) with the live servers' slot map
+	AnnounceAddr     string        // server.announce_addr: host:port clients are given for this server, "" = server.addr (an unspecified host replaced by the machine's address)
+	SentinelMasters  string        // server.sentinel_masters: comma-separated master names SENTINEL MASTERS lists
 }
 
 // StoreConfig is the database behind the allocator (section store).
@@ -128,12 +131,25 @@ type ClusterConfig struct {
 	Heartbeat             time.Duration // cluster.heartbeat: how often the lease is renewed and the change log read
 	Lease                 time.Duration // cluster.lease: how long a renewal lasts; a server not renewed for it less a tenth serves nothing cached
 	AckTimeout            time.Duration // cluster.ack_timeout: how long LEAF.FLOOR, SET and LEAF.STEP wait for every live server to confirm
+	NodeTimeout           time.Duration // cluster.node_timeout: a server whose last renewal is this much older than the freshest leaves the Redis Cluster slot map, 0 = 5 heartbeats
 	MaxClockBack          time.Duration // cluster.max_clock_back: a clock behind the last Snowflake ID by at most this is waited for
 	SnowflakeEpoch        string        // cluster.snowflake_epoch: time 0 of Snowflake IDs, RFC 3339 to the millisecond
 	SnowflakeUnit         time.Duration // cluster.snowflake_unit: one step of the time bits, whole milliseconds
 	SnowflakeTimeBits     int           // cluster.snowflake_time_bits
 	SnowflakeWorkerBits   int           // cluster.snowflake_worker_bits: 2^bits worker ids
 	SnowflakeSequenceBits int           // cluster.snowflake_sequence_bits: 2^bits IDs per unit per server
+}
+
+// Masters returns SentinelMasters as a list, without spaces or empty
+// entries.
+func (c ServerConfig) Masters() []string {
+	var out []string
+	for m := range strings.SplitSeq(c.SentinelMasters, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Epoch parses SnowflakeEpoch (Validate has checked it).
@@ -161,6 +177,8 @@ func Default() Config {
 			ScriptTimeLimit: 5 * time.Second,
 			// server.DefaultSlowlogThreshold.
 			SlowlogThreshold: 10 * time.Millisecond,
+			RedisCluster:     true,
+			SentinelMasters:  "mymaster",
 		},
 		Store: StoreConfig{
 			Driver:          "sqlite",
@@ -252,6 +270,9 @@ func keys() []key {
 		{"server.databases", "databases SELECT may choose (0 to n-1), each its own namespace of tags", func(c *Config) any { return &c.Server.Databases }},
 		{"server.script_time_limit", "a Lua script (EVAL) running longer is stopped with an error", func(c *Config) any { return &c.Server.ScriptTimeLimit }},
 		{"server.slowlog_threshold", "commands at least this slow enter SLOWLOG and LATENCY; 1ns: every command; negative: off", func(c *Config) any { return &c.Server.SlowlogThreshold }},
+		{"server.redis_cluster", "answer Redis Cluster clients: INFO cluster_enabled:1, CLUSTER SLOTS/SHARDS/NODES from the live servers", func(c *Config) any { return &c.Server.RedisCluster }},
+		{"server.announce_addr", "host:port cluster and sentinel clients are given for this server; empty: server.addr, an unspecified host replaced by this machine's first address", func(c *Config) any { return &c.Server.AnnounceAddr }},
+		{"server.sentinel_masters", "comma-separated master names SENTINEL MASTERS lists (other SENTINEL commands answer any name)", func(c *Config) any { return &c.Server.SentinelMasters }},
 
 		{"store.driver", "database: sqlite, mysql, postgres or etcd", func(c *Config) any { return &c.Store.Driver }},
 		{"store.dsn", "sqlite file, mysql DSN user:pass@tcp(host:3306)/db, postgres DSN postgres://user:pass@host:5432/db, or etcd endpoints http://host:2379,...", func(c *Config) any { return &c.Store.DSN }},
@@ -293,6 +314,7 @@ func keys() []key {
 		{"cluster.heartbeat", "how often the lease is renewed and changes from other servers are read", func(c *Config) any { return &c.Cluster.Heartbeat }},
 		{"cluster.lease", "how long a renewal lasts; a server not renewed for it less a tenth serves nothing cached", func(c *Config) any { return &c.Cluster.Lease }},
 		{"cluster.ack_timeout", "how long LEAF.FLOOR, SET and LEAF.STEP wait for every live server to confirm", func(c *Config) any { return &c.Cluster.AckTimeout }},
+		{"cluster.node_timeout", "a server whose heartbeat is this late (against the freshest) leaves the Redis Cluster slot map; 0: 5 heartbeats", func(c *Config) any { return &c.Cluster.NodeTimeout }},
 		{"cluster.max_clock_back", "a clock behind the last Snowflake ID by at most this is waited for; more is refused", func(c *Config) any { return &c.Cluster.MaxClockBack }},
 		{"cluster.snowflake_epoch", "time 0 of Snowflake IDs, RFC 3339 to the millisecond", func(c *Config) any { return &c.Cluster.SnowflakeEpoch }},
 		{"cluster.snowflake_unit", "time unit of Snowflake IDs, whole milliseconds", func(c *Config) any { return &c.Cluster.SnowflakeUnit }},

@@ -89,6 +89,20 @@ func (c Config) validate(name func(key string) string) error {
 		bad("server.tls_key", "set without server.tls_cert (set both or neither)")
 	}
 
+	if s.AnnounceAddr != "" {
+		if err := checkAnnounce(s.AnnounceAddr); err != nil {
+			bad("server.announce_addr", "%v, got %q", err, s.AnnounceAddr)
+		}
+	}
+	if len(s.Masters()) == 0 {
+		bad("server.sentinel_masters", "must name at least one master, got %q", s.SentinelMasters)
+	}
+	for _, m := range s.Masters() {
+		if strings.ContainsFunc(m, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			bad("server.sentinel_masters", "%q: a master name has no spaces or control characters", m)
+		}
+	}
+
 	st := c.Store
 	oneOf("store.driver", st.Driver, "sqlite", "mysql", "postgres", "etcd")
 	switch {
@@ -183,6 +197,12 @@ func (c Config) validate(name func(key string) string) error {
 		bad("cluster.lease", "must be at least 3 times cluster.heartbeat (%s), got %s", formatDuration(cl.Heartbeat), formatDuration(cl.Lease))
 	}
 	positive("cluster.ack_timeout", cl.AckTimeout)
+	notNegative("cluster.node_timeout", cl.NodeTimeout)
+	if cl.NodeTimeout > 0 && cl.Heartbeat > 0 && cl.NodeTimeout < 2*cl.Heartbeat {
+		// A heartbeat a little late must not take a server off the map.
+		bad("cluster.node_timeout", "must be 0 (5 heartbeats) or at least 2 times cluster.heartbeat (%s), got %s",
+			formatDuration(cl.Heartbeat), formatDuration(cl.NodeTimeout))
+	}
 	if cl.MaxClockBack < 0 || cl.MaxClockBack > time.Second {
 		bad("cluster.max_clock_back", "must be from 0 to 1s (requests wait that long), got %s", formatDuration(cl.MaxClockBack))
 	}
@@ -234,6 +254,23 @@ func checkAddr(addr string) error {
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return errors.New("port must be a number from 0 to 65535")
+	}
+	return nil
+}
+
+// checkAnnounce accepts the address clients are given: host:port with a
+// host they can dial (not empty, not 0.0.0.0 or ::) and a port 1-65535.
+func checkAnnounce(addr string) error {
+	if err := checkAddr(addr); err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return errors.New("the host must be one clients can connect to, not an unspecified address such as 0.0.0.0 or :: " +
+			"(leave server.announce_addr empty to announce server.addr's port on this machine's first address)")
+	}
+	if p, _ := strconv.ParseUint(port, 10, 16); p == 0 {
+		return errors.New("the port must be the one clients connect to, not 0")
 	}
 	return nil
 }

@@ -40,6 +40,21 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"protected mode: every interface, no password", []string{"LEAF_SERVER_ADDR=:6380"}, "", []string{`config: server.addr: ":6380" listens beyond loopback and server.password is empty`, "server.protected_mode: false"}},
 		{"protected mode: public address, no password", []string{"LEAF_SERVER_ADDR=10.1.2.3:6380"}, "", []string{`config: server.addr: "10.1.2.3:6380" listens beyond loopback`}},
 		{"protected mode: IPv6 any", []string{"LEAF_SERVER_ADDR=[::]:6380"}, "", []string{`config: server.addr: "[::]:6380" listens beyond loopback`}},
+		{"server.announce_addr every interface", []string{"LEAF_SERVER_ANNOUNCE_ADDR=0.0.0.0:6380"}, "",
+			[]string{"config: server.announce_addr: the host must be one clients can connect to, not an unspecified address", `got "0.0.0.0:6380"`}},
+		{"server.announce_addr IPv6 any", []string{"LEAF_SERVER_ANNOUNCE_ADDR=[::]:6380"}, "",
+			[]string{"config: server.announce_addr: the host must be one clients can connect to", `got "[::]:6380"`}},
+		{"server.announce_addr no host", []string{"LEAF_SERVER_ANNOUNCE_ADDR=:6380"}, "",
+			[]string{"config: server.announce_addr: the host must be one clients can connect to", `got ":6380"`}},
+		{"server.announce_addr port 0", []string{"LEAF_SERVER_ANNOUNCE_ADDR=10.1.2.3:0"},
+			`config: server.announce_addr: the port must be the one clients connect to, not 0, got "10.1.2.3:0"`, nil},
+		{"server.announce_addr without port", []string{"LEAF_SERVER_ANNOUNCE_ADDR=10.1.2.3"},
+			`config: server.announce_addr: missing port in address, got "10.1.2.3"`, nil},
+		{"server.sentinel_masters empty", []string{"LEAF_SERVER_SENTINEL_MASTERS= , "},
+			`config: server.sentinel_masters: must name at least one master, got " , "`, nil},
+		{"server.sentinel_masters with a space", []string{"LEAF_SERVER_SENTINEL_MASTERS=my master"},
+			`config: server.sentinel_masters: "my master": a master name has no spaces or control characters`, nil},
+		{"server.redis_cluster", []string{"LEAF_SERVER_REDIS_CLUSTER=yes"}, "", []string{`config: server.redis_cluster: invalid boolean "yes"`}},
 
 		{"store.driver", []string{"LEAF_STORE_DRIVER=oracle"}, `config: store.driver: must be one of sqlite, mysql, postgres, etcd, got "oracle"`, nil},
 		{"store.dsn empty", []string{"LEAF_STORE_DSN="}, "config: store.dsn: must not be empty", nil},
@@ -85,6 +100,9 @@ func TestValidationNamesKeyAndValue(t *testing.T) {
 		{"cluster.lease below 3 heartbeats", []string{"LEAF_CLUSTER_HEARTBEAT=2s", "LEAF_CLUSTER_LEASE=5s"},
 			"config: cluster.lease: must be at least 3 times cluster.heartbeat (2s), got 5s", nil},
 		{"cluster.ack_timeout", []string{"LEAF_CLUSTER_ACK_TIMEOUT=-1s"}, "config: cluster.ack_timeout: must be > 0, got -1s", nil},
+		{"cluster.node_timeout negative", []string{"LEAF_CLUSTER_NODE_TIMEOUT=-1s"}, "config: cluster.node_timeout: must be >= 0, got -1s", nil},
+		{"cluster.node_timeout below 2 heartbeats", []string{"LEAF_CLUSTER_NODE_TIMEOUT=1500ms"},
+			"config: cluster.node_timeout: must be 0 (5 heartbeats) or at least 2 times cluster.heartbeat (1s), got 1.5s", nil},
 		{"cluster.max_clock_back", []string{"LEAF_CLUSTER_MAX_CLOCK_BACK=2s"}, "config: cluster.max_clock_back: must be from 0 to 1s (requests wait that long), got 2s", nil},
 		{"cluster.snowflake_epoch not a time", []string{"LEAF_CLUSTER_SNOWFLAKE_EPOCH=2020-01-01"}, "", []string{`config: cluster.snowflake_epoch: must be an RFC 3339 time`, `got "2020-01-01"`}},
 		{"cluster.snowflake_epoch below a millisecond", []string{"LEAF_CLUSTER_SNOWFLAKE_EPOCH=2020-01-01T00:00:00.0001Z"}, `config: cluster.snowflake_epoch: must be a whole millisecond, got "2020-01-01T00:00:00.0001Z"`, nil},
@@ -181,6 +199,22 @@ func TestValidateDirect(t *testing.T) {
 	for _, k := range []string{"server.addr", "server.max_clients", "store.driver", "store.dsn", "log.level", "segment.loaders", "segment.prefetch_at", "segment.load_timeout"} {
 		if !strings.Contains(err.Error(), "config: "+k+": ") {
 			t.Errorf("Config{}.Validate() does not name %s:\n%v", k, err)
+		}
+	}
+}
+
+// TestAnnounceAddrAccepted: the addresses clients can dial are accepted
+// as server.announce_addr: an IP, a host name, an IPv6 literal.
+func TestAnnounceAddrAccepted(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"10.1.2.3:6380", "leaf-0.leaf.svc:6380", "[fd00::1]:6380", "127.0.0.1:1"} {
+		cfg, err := Load(nil, []string{"LEAF_SERVER_ANNOUNCE_ADDR=" + addr})
+		if err != nil {
+			t.Errorf("server.announce_addr %s: %v", addr, err)
+			continue
+		}
+		if cfg.Server.AnnounceAddr != addr {
+			t.Errorf("server.announce_addr %s loaded as %q", addr, cfg.Server.AnnounceAddr)
 		}
 	}
 }

@@ -98,6 +98,17 @@ func (w *Writer) WriteSet(n int) {
 	w.WriteArray(n)
 }
 
+// WritePush writes the header of an out-of-band message of n elements,
+// whose elements follow: >n in RESP3, an array in RESP2 (Pub/Sub's
+// subscription replies and messages).
+func (w *Writer) WritePush(n int) {
+	if w.proto == 3 {
+		w.header('>', n)
+		return
+	}
+	w.WriteArray(n)
+}
+
 // WriteDouble writes f with millisecond precision, "inf", "-inf" or "nan"
 // as Redis spells them: a RESP3 double, or a bulk string in RESP2.
 func (w *Writer) WriteDouble(f float64) {

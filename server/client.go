@@ -64,6 +64,9 @@ type client struct {
 	// one nil check per command.
 	tx      *txState
 	watched []watchedTag
+	// subscribed is its number of channels and patterns (cmd_pubsub.go):
+	// above 0, a RESP2 connection is in Redis's subscribed mode.
+	subscribed int
 
 	// errors counts the error replies; stats the commands, by name
 	// (stats.go).

@@ -27,6 +27,9 @@ type Cluster interface {
 	RecentNodes(ctx context.Context) []persist.Node
 	// Status is the node's state, from memory.
 	Status() cluster.Status
+	// SlotMap is the Redis Cluster face's map of the live servers, at
+	// most a heartbeat old.
+	SlotMap(ctx context.Context) cluster.SlotMap
 }
 
 var _ Cluster = (*cluster.Node)(nil)
@@ -105,12 +108,12 @@ func (s *Server) announce(c *client, conn *resp.Conn, kind string, tag []byte, v
 	return false
 }
 
-// infoCluster writes INFO's cluster section: cluster_enabled:0 as Redis
-// (leaf is no Redis Cluster, and clients must not take it for one), then
+// infoCluster writes INFO's cluster section: cluster_enabled as Redis
+// (1 with the Redis Cluster face on: cluster clients check it), then
 // leaf's registry: this server's lease and worker id, and one line per
 // live server, as Redis lists replicas.
 func (s *Server) infoCluster(line func(string, any)) {
-	line("cluster_enabled", 0)
+	line("cluster_enabled", s.infoClusterEnabled())
 	if s.opts.Cluster == nil {
 		line("leaf_cluster", 0)
 		return
@@ -122,11 +125,14 @@ func (s *Server) infoCluster(line func(string, any)) {
 		return
 	}
 	line("node_id", st.Node.ID)
+	line("node_name", cluster.NodeName(st.Node.ID))
+	line("node_addr", st.Node.Addr)
 	line("node_serving", st.Serving)
 	line("lease_left_ms", st.LeaseLeft.Milliseconds())
 	line("heartbeat_ms", st.Heartbeat.Milliseconds())
 	line("lease_ms", st.Lease.Milliseconds())
 	line("ack_timeout_ms", st.AckTimeout.Milliseconds())
+	line("node_timeout_ms", st.NodeTimeout.Milliseconds())
 	line("heartbeats", st.Heartbeats)
 	line("heartbeat_failures", st.HeartbeatFailures)
 	line("heartbeat_last_error", st.LastError)

@@ -96,6 +96,9 @@ func buildCommands() (table, []*command) {
 	registerLatency(t)
 	registerMonitor(t)
 	registerStrlen(t)
+	registerClusterFace(t)
+	registerSentinel(t)
+	registerPubSub(t)
 	markNonBlocking(t)
 	sorted := make([]*command, 0, len(t))
 	for _, c := range t {
@@ -175,6 +178,8 @@ func (s *Server) dispatch(c *client, conn *resp.Conn, args [][]byte, mayBlock bo
 		c.stats.reject(cmd)
 		c.flagTx()
 		s.writeError(c, conn, errNoAuth)
+		return true
+	case c.subscribed > 0 && conn.Protocol() == 2 && s.subscribedMode(c, conn, cmd, args):
 		return true
 	case c.tx != nil && !cmd.txRuns:
 		// Queued, not counted: it counts when EXEC runs it, as in Redis.

@@ -112,6 +112,19 @@ const (
 	errModeStep    = "ERR STEP applies to segment tags only, not to MODE snowflake"
 	errModeUnknown = "ERR unknown MODE '%s': segment or snowflake"
 
+	// Redis 7.0: the Redis Cluster and Sentinel faces
+	// (cmd_cluster_face.go, cmd_sentinel.go, cmd_pubsub.go).
+	errClusterDisabled  = "ERR This instance has cluster support disabled"
+	errInvalidSlot      = "ERR Invalid slot"
+	errInvalidSlotCount = "ERR Invalid slot or number of keys"
+	errUnknownNode      = "ERR Unknown node %s"
+	errNoGoodReplica    = "NOGOODSLAVE No suitable replica to promote"
+	errSubscribedOnly   = "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+	// leaf's: what the faces cannot do, and why.
+	errClusterFixed  = "ERR CLUSTER %s is not supported: leaf's slot map follows its cluster registry (the live servers), which no command changes"
+	errSentinelFixed = "ERR SENTINEL %s is not supported: every leaf server is a master of every name, from its cluster registry; there is nothing to configure"
+	errChannel       = "ERR leaf publishes only Redis Sentinel's events (channels beginning with + or -, such as +switch-master), not '%s'"
+
 	// leaf: what a transaction may make the server hold (cmd_tx.go).
 	errTxTooLarge   = "ERR transaction too large: at most %d queued commands and %d MiB; the transaction is discarded at EXEC"
 	errWatchTooMany = "ERR too many watched tags: at most %d"

@@ -23,6 +23,9 @@ var neverBlock = []string{
 	"multi", "discard", "unwatch", "persist", "expire", "pexpire", "expireat", "pexpireat", "time",
 	"client|id", "client|getname", "client|setname", "client|setinfo", "client|info", "client|help",
 	"config|get", "config|help", "command|count", "command|help",
+	"cluster|keyslot", "cluster|myid", "cluster|help", "readonly", "readwrite", "asking", "role",
+	"sentinel|myid", "sentinel|help", "sentinel|replicas", "sentinel|slaves", "sentinel|failover",
+	"subscribe", "psubscribe", "unsubscribe", "punsubscribe",
 }
 
 // markNonBlocking marks the commands of t that run where they must not

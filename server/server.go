@@ -116,6 +116,22 @@ type Options struct {
 	// last checked (persist/durability): INFO leaf and LEAF.INFO show it.
 	// nil: they say unknown.
 	Replication func() persist.Replication
+
+	// The faces that Redis Cluster and Sentinel clients see
+	// (cmd_cluster_face.go, cmd_sentinel.go).
+	//
+	// RedisCluster turns the Redis Cluster face on (server.redis_cluster):
+	// INFO says cluster_enabled:1, and CLUSTER SLOTS, SHARDS, NODES and
+	// INFO answer the slot map of the live servers (cluster.SlotMap).
+	// Off, they answer Redis's "cluster support disabled".
+	RedisCluster bool
+	// AnnounceAddr is the address (host:port) clients are given for this
+	// server when Cluster is nil; "" is the listener's. With Cluster set,
+	// the address the node registered is given.
+	AnnounceAddr string
+	// SentinelMasters are the master names SENTINEL MASTERS lists; every
+	// other SENTINEL command answers any name. Empty is "mymaster".
+	SentinelMasters []string
 }
 
 // DefaultCreateRate is leaf.yaml's segment.create_rate: the tags one
@@ -177,8 +193,12 @@ type Server struct {
 	slowlog  slowlog
 	latency  latencyMonitor
 	monitors monitors
-	sampler  sampler
-	runID    string
+	// The Sentinel face's subscribers and the masters it gave
+	// (cmd_pubsub.go, cmd_sentinel.go).
+	subs    subscribers
+	given   givenMasters
+	sampler sampler
+	runID   string
 	// nameIdx is the sorted tag names of the listings (cmd_keys.go).
 	nameIdx atomic.Pointer[nameIndex]
 	// scripts are the scripts EVAL and SCRIPT LOAD compiled, luaVMs the
@@ -293,6 +313,7 @@ func (s *Server) unregister(c *client) {
 	delete(s.clients, c)
 	s.mu.Unlock()
 	s.monitors.remove(c)
+	s.subs.remove(c)
 }
 
 // connectedClients is the number of open connections.
