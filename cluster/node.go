@@ -519,6 +519,19 @@ func (n *Node) GiveBack(ctx context.Context, tag string, from, to, seen int64) (
 	return ok, err
 }
 
+var _ segment.BatchFence = (*Node)(nil)
+
+// GiveBackBatch is GiveBack for many tags in one transaction
+// (segment.BatchFence); errors.ErrUnsupported when the registry's store
+// gives back tag by tag only.
+func (n *Node) GiveBackBatch(ctx context.Context, reqs []persist.GiveBackRequest, seen int64) ([]bool, error) {
+	b, ok := n.reg.(persist.BatchGiver)
+	if !ok {
+		return nil, fmt.Errorf("cluster: batched give-back: %w", errors.ErrUnsupported)
+	}
+	return b.GiveBackBatchAfter(ctx, reqs, seen)
+}
+
 // Leave ends the heartbeat and removes the node from the registry,
 // freeing its worker id with the bound of the last ID it issued, so the
 // id's next holder need not wait for the lease's bound. Call it once

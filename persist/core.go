@@ -92,22 +92,25 @@ type Backend interface {
 type SQLStore struct {
 	backend
 	registry
+	batchGiver
 }
 
 // backend and registry are embedded under names of their own, so that the
 // Core's other methods stay out of sight.
 type (
-	backend  = Backend
-	registry = Registry
+	backend    = Backend
+	registry   = Registry
+	batchGiver = BatchGiver
 )
 
 var (
-	_ Backend  = (*SQLStore)(nil)
-	_ Registry = (*SQLStore)(nil)
+	_ Backend    = (*SQLStore)(nil)
+	_ Registry   = (*SQLStore)(nil)
+	_ BatchGiver = (*SQLStore)(nil)
 )
 
 // NewSQLStore is the store of c.
-func NewSQLStore(c *Core) SQLStore { return SQLStore{backend: c, registry: c} }
+func NewSQLStore(c *Core) SQLStore { return SQLStore{backend: c, registry: c, batchGiver: c} }
 
 // Dialect is what differs between the SQL backends; everything else (the
 // statements of the Store and Admin methods, validation, retries) is

@@ -53,7 +53,7 @@ type clusterStatements struct {
 	maxWorker, insertWorker                                string
 	head, insertChange, trimChanges, changes               string
 	bumpHead, insertHead, readHead, touchHead              string
-	oldestChange, floorsAfter                              string
+	oldestChange, floorsAfter, floorsAfterAll              string
 	deleteMode, insertMode                                 string
 }
 
@@ -98,9 +98,10 @@ func newClusterStatements(d *Dialect) clusterStatements {
 		// takes the row's lock, as Publish's bump does, and on a
 		// certifying cluster (Galera) it conflicts with a Publish
 		// committed elsewhere meanwhile.
-		touchHead:    `UPDATE leaf_change SET created = created + 1 WHERE seq = 0`,
-		oldestChange: `SELECT COALESCE(MIN(seq), 0) FROM leaf_change WHERE seq > 0`,
-		floorsAfter:  rebind(`SELECT COUNT(*) FROM leaf_change WHERE seq > ? AND kind = ? AND biz_tag = ? AND arg >= ?`),
+		touchHead:      `UPDATE leaf_change SET created = created + 1 WHERE seq = 0`,
+		oldestChange:   `SELECT COALESCE(MIN(seq), 0) FROM leaf_change WHERE seq > 0`,
+		floorsAfter:    rebind(`SELECT COUNT(*) FROM leaf_change WHERE seq > ? AND kind = ? AND biz_tag = ? AND arg >= ?`),
+		floorsAfterAll: rebind(`SELECT biz_tag, MAX(arg) FROM leaf_change WHERE seq > ? AND kind = ? GROUP BY biz_tag`),
 		insertHead: rebind(`INSERT INTO leaf_change (seq, kind, biz_tag, arg, node_id, created) VALUES (0, 'head', '', ?, '', ?)` +
 			ifAbsent("seq")),
 		insertChange: rebind(`INSERT INTO leaf_change (seq, kind, biz_tag, arg, node_id, created) VALUES (?, ?, ?, ?, ?, ?)` +

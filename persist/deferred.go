@@ -37,9 +37,10 @@ type Deferred struct {
 type opened struct{ Backend }
 
 var (
-	_ Store   = (*Deferred)(nil)
-	_ Admin   = (*Deferred)(nil)
-	_ Guarded = (*Deferred)(nil)
+	_ Store      = (*Deferred)(nil)
+	_ Admin      = (*Deferred)(nil)
+	_ Guarded    = (*Deferred)(nil)
+	_ BatchGiver = (*Deferred)(nil)
 )
 
 // OpenDeferred is a backend's Open for a server that must start while the
@@ -186,4 +187,31 @@ func (d *Deferred) Close() error {
 		return m.Close()
 	}
 	return nil
+}
+
+// GiveBackBatch implements BatchGiver; errors.ErrUnsupported when the
+// backend gives back tag by tag only.
+func (d *Deferred) GiveBackBatch(ctx context.Context, reqs []GiveBackRequest) ([]bool, error) {
+	m, err := d.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, ok := m.(BatchGiver)
+	if !ok {
+		return nil, giveBackUnsupported(d.name)
+	}
+	return b.GiveBackBatch(ctx, reqs)
+}
+
+// GiveBackBatchAfter implements BatchGiver, as GiveBackBatch.
+func (d *Deferred) GiveBackBatchAfter(ctx context.Context, reqs []GiveBackRequest, seen int64) ([]bool, error) {
+	m, err := d.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, ok := m.(BatchGiver)
+	if !ok {
+		return nil, giveBackUnsupported(d.name)
+	}
+	return b.GiveBackBatchAfter(ctx, reqs, seen)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +143,9 @@ type Allocator struct {
 	pending  map[string]*lookupCall
 	negative map[string]unknownName
 	fence    Fence // guards the give-backs of Close; nil: the store's GiveBack
+	// giveBackGroup is the tags of one batched give-back (the constant;
+	// tests make it smaller).
+	giveBackGroup int
 
 	closed       atomic.Bool
 	waits        atomic.Int64
@@ -192,6 +197,8 @@ func New(store persist.Store, opts Options) *Allocator {
 		lookup:   make(chan struct{}, opts.Loaders),
 		pending:  map[string]*lookupCall{},
 		negative: map[string]unknownName{},
+
+		giveBackGroup: giveBackGroup,
 	}
 	a.h.init()
 	a.cr.init(a)
@@ -241,6 +248,9 @@ func (a *Allocator) sync(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	mark := a.mark()
+	// Only the tags known before the read can be judged missing: a tag
+	// created while the list is read may not be in it.
+	known := a.tags.all()
 	rows, err := a.store.Tags(ctx)
 	a.noteStore(ctx, err, mark)
 	if err != nil {
@@ -257,7 +267,7 @@ func (a *Allocator) sync(ctx context.Context, timeout time.Duration) error {
 	if len(fresh) > 0 {
 		a.tags.add(fresh...)
 	}
-	for _, t := range a.tags.all() {
+	for _, t := range known {
 		_, ok := seen[t.name]
 		if was := t.vanished.Swap(!ok); !ok && !was {
 			a.log.Warn("tag row is gone from the database; serving the IDs already reserved", "tag", t.name)
@@ -648,38 +658,144 @@ func (a *Allocator) Close(ctx context.Context) error {
 	a.mu.Lock()
 	fence := a.fence
 	a.mu.Unlock()
-	tags := a.tags.all()
-	work := make(chan *Tag)
-	errs := make(chan error, len(tags))
+	// Read once, before any tag's segments are weighed: every floor up to
+	// seen was applied to them (skipTo takes the tag's lock) before seen
+	// moved. A floor published later refuses the give-back it forbids.
+	var seen int64
+	if fence != nil {
+		seen = fence.Seen()
+	}
+	var reqs []persist.GiveBackRequest
+	for _, t := range a.tags.all() {
+		if r, ok := t.giveBackRequest(); ok {
+			reqs = append(reqs, r)
+		}
+	}
+	// In the order of the table's key: each group's rows lie together (an
+	// SQLite file reads a few pages per group, not a page per tag), and
+	// groups running at once lock rows in one order.
+	slices.SortFunc(reqs, func(x, y persist.GiveBackRequest) int { return strings.Compare(x.Tag, y.Tag) })
+	return a.giveBack(ctx, reqs, fence, seen)
+}
+
+// giveBackGroup is how many tags one give-back transaction takes, when
+// the store gives back in batches (persist.BatchGiver). Large: SQLite
+// writes each page a transaction changed once, and rows of tags created
+// in no particular order share few pages, so a group of 500 costs more
+// than twice as much a tag as one of 5,000; a networked database runs
+// several groups at once.
+const giveBackGroup = 5000
+
+// giveBack returns the unused IDs of reqs to the database, by the
+// Loaders workers: in transactions of giveBackGroup tags where the store
+// can, else tag by tag. Each transaction is bounded by LoadTimeout as well
+// as by ctx, so that a hung database cannot hold the shutdown for the
+// whole of ctx (which may have no end). What could not be given back stays
+// a gap; the error sums it up in one line.
+func (a *Allocator) giveBack(ctx context.Context, reqs []persist.GiveBackRequest, fence Fence, seen int64) error {
+	batch := a.batchGiver(fence, seen)
+	group := a.giveBackGroup
+	if batch == nil {
+		group = 1
+	}
+	work := make(chan []persist.GiveBackRequest)
+	var (
+		mu                  sync.Mutex
+		given, kept, failed int
+		firstErr            error
+	)
+	count := func(g []persist.GiveBackRequest, matched []bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed += len(g)
+			if firstErr == nil {
+				firstErr = err
+			}
+			return
+		}
+		for i, m := range matched {
+			if m {
+				given++
+				a.log.Debug("gave back unused IDs", "tag", g[i].Tag, "from", g[i].To, "to", g[i].From)
+			} else {
+				kept++
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for range a.opts.Loaders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for t := range work {
-				// A give-back is a database call like a load: bounded by
-				// load_timeout, so that a hung database cannot hold the
-				// shutdown for the whole of ctx (which may have no end).
+			for g := range work {
 				tctx, cancel := context.WithTimeout(ctx, a.opts.LoadTimeout)
-				err := t.giveBack(tctx, fence)
-				cancel()
-				if err != nil {
-					errs <- err
+				var matched []bool
+				err := errors.ErrUnsupported
+				if batch != nil {
+					matched, err = batch(tctx, g)
 				}
+				if errors.Is(err, errors.ErrUnsupported) {
+					matched, err = a.giveBackEach(tctx, g, fence, seen)
+				}
+				cancel()
+				count(g, matched, err)
 			}
 		}()
 	}
-	for _, t := range tags {
-		work <- t
+	for len(reqs) > 0 {
+		n := min(group, len(reqs))
+		work <- reqs[:n]
+		reqs = reqs[n:]
 	}
 	close(work)
 	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
+	if kept > 0 {
+		a.log.Info("kept unused IDs of some tags: another server allocated above them, or a floor was set since",
+			"tags", kept, "given_back", given)
 	}
-	return errors.Join(all...)
+	if failed > 0 {
+		return fmt.Errorf("segment: gave back the unused IDs of %d tags; %d could not be (their IDs stay a gap): %w",
+			given, failed, firstErr) // firstErr names the operation and the tag
+	}
+	return nil
+}
+
+// batchGiver is the store's batched give-back, through the fence when
+// there is one; nil when the store gives back tag by tag only.
+func (a *Allocator) batchGiver(fence Fence, seen int64) func(context.Context, []persist.GiveBackRequest) ([]bool, error) {
+	if fence != nil {
+		if f, ok := fence.(BatchFence); ok {
+			return func(ctx context.Context, g []persist.GiveBackRequest) ([]bool, error) {
+				return f.GiveBackBatch(ctx, g, seen)
+			}
+		}
+		return nil
+	}
+	if b, ok := a.store.(persist.BatchGiver); ok {
+		return b.GiveBackBatch
+	}
+	return nil
+}
+
+// giveBackEach gives g back one tag at a time; a tag whose row is gone
+// has nothing to give back to.
+func (a *Allocator) giveBackEach(ctx context.Context, g []persist.GiveBackRequest, fence Fence, seen int64) ([]bool, error) {
+	matched := make([]bool, len(g))
+	for i, r := range g {
+		var ok bool
+		var err error
+		if fence != nil {
+			ok, err = fence.GiveBack(ctx, r.Tag, r.From, r.To, seen)
+		} else {
+			ok, err = a.store.GiveBack(ctx, r.Tag, r.From, r.To)
+		}
+		if err != nil && !errors.Is(err, persist.ErrNotFound) {
+			return nil, err
+		}
+		matched[i] = ok
+	}
+	return matched, nil
 }
 
 // Fence guards the give-backs of Close on a store that servers share
@@ -697,6 +813,14 @@ type Fence interface {
 	GiveBack(ctx context.Context, tag string, from, to, seen int64) (bool, error)
 }
 
+// BatchFence is a Fence that gives many tags back in one transaction
+// (persist.BatchGiver.GiveBackBatchAfter); errors.ErrUnsupported when its
+// store cannot, and Close then gives back tag by tag.
+type BatchFence interface {
+	Fence
+	GiveBackBatch(ctx context.Context, reqs []persist.GiveBackRequest, seen int64) ([]bool, error)
+}
+
 // SetFence makes Close give back through f (nil: the store's GiveBack).
 func (a *Allocator) SetFence(f Fence) {
 	a.mu.Lock()
@@ -704,10 +828,14 @@ func (a *Allocator) SetFence(f Fence) {
 	a.mu.Unlock()
 }
 
-// giveBack returns the tag's unused IDs to the database; see Close. With a
-// fence, each compare-and-set is refused when a floor published after the
-// ones applied here forbids it.
-func (t *Tag) giveBack(ctx context.Context, fence Fence) error {
+// giveBackRequest stops the tag handing out IDs and returns the one
+// compare-and-set that gives back what it reserved and never handed out
+// (see Close); ok is false when there is nothing to give back. The
+// prefetched next segment goes back from its first ID not handed out (nor
+// skipped by a floor); the unused tail of the current one with it only
+// when the two meet and the next handed out nothing, since max_id can go
+// back only from the end of the last range this server took.
+func (t *Tag) giveBackRequest() (r persist.GiveBackRequest, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.retry != nil {
@@ -715,63 +843,25 @@ func (t *Tag) giveBack(ctx context.Context, fence Fence) error {
 		t.retry = nil
 	}
 	if !t.init {
-		return nil
-	}
-	// Read before the segments, under the tag's lock: every floor up to
-	// seen was applied to them (skipTo takes the lock) before seen moved.
-	var seen int64
-	if fence != nil {
-		seen = fence.Seen()
-	}
-	give := func(from, to int64) (bool, error) {
-		if fence != nil {
-			return fence.GiveBack(ctx, t.name, from, to, seen)
-		}
-		return t.a.store.GiveBack(ctx, t.name, from, to)
+		return r, false
 	}
 	cur := t.cur.Load()
 	// Swap, not Load: a request that raced Close now fails instead of taking
 	// an ID this call is about to give back.
 	first := max(min(cur.value.Swap(math.MaxInt64/2), cur.last)+1, t.floor+1)
-	if t.next != nil {
-		// From its first ID not skipped by a floor: the next segment
-		// hands out nothing before it becomes current.
-		nextFirst := max(t.next.firstUnissued(), t.floor+1)
-		if nextFirst < t.next.end() {
-			ok, err := give(t.next.end(), nextFirst)
-			if errors.Is(err, persist.ErrNotFound) {
-				return nil // the row is gone: nothing to give back to
-			}
-			if err != nil {
-				// Not "another server allocated above": the database did
-				// not answer. Both segments are kept, a gap.
-				return fmt.Errorf("segment: %w", err) // err names the operation and the tag
-			}
-			if !ok {
-				t.a.log.Info("kept the next segment: another server allocated above it, or a floor was set since", "tag", t.name)
-				return nil
-			}
-			t.a.log.Debug("gave back the next segment", "tag", t.name, "from", nextFirst)
-			if nextFirst > t.next.start {
-				return nil // max_id is not at the current segment's end: its tail stays a gap
-			}
+	r = persist.GiveBackRequest{Tag: t.name, From: cur.end(), To: first}
+	if next := t.next; next != nil {
+		// The next segment hands out nothing before it becomes current.
+		nextFirst := max(next.firstUnissued(), t.floor+1)
+		if nextFirst >= next.end() {
+			return r, false // skipped whole by a floor: max_id is past the current segment
 		}
-		t.next = nil
+		r.From = next.end()
+		if first >= cur.end() || nextFirst > next.start || next.start != cur.end() {
+			r.To = nextFirst // the current segment's tail, if any, stays a gap
+		}
 	}
-	if first >= cur.end() {
-		return nil
-	}
-	ok, err := give(cur.end(), first)
-	if errors.Is(err, persist.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("segment: %w", err) // err names the operation and the tag
-	}
-	if ok {
-		t.a.log.Debug("gave back the unused tail", "tag", t.name, "from", first)
-	}
-	return nil
+	return r, r.To < r.From
 }
 
 // MaxBatch is the largest n NextN accepts.

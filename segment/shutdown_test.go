@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,4 +59,154 @@ func TestCloseOnHungDatabase(t *testing.T) {
 			t.Errorf("max_id of %s = %d, want %d: nothing given back", name, got, before[name])
 		}
 	}
+}
+
+// batchStore is a fakeStore that gives back in batches
+// (persist.BatchGiver), recording each batch's size; fail makes every
+// batch fail as a database away would.
+type batchStore struct {
+	*fakeStore
+	mu      sync.Mutex
+	batches []int
+	fail    error
+}
+
+func (s *batchStore) GiveBackBatch(ctx context.Context, reqs []persist.GiveBackRequest) ([]bool, error) {
+	s.mu.Lock()
+	s.batches = append(s.batches, len(reqs))
+	fail := s.fail
+	s.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	s.fakeStore.mu.Lock()
+	defer s.fakeStore.mu.Unlock()
+	matched := make([]bool, len(reqs))
+	for i, r := range reqs {
+		if row, ok := s.rows[r.Tag]; ok && row.MaxID == r.From {
+			row.MaxID, matched[i] = r.To, true
+		}
+	}
+	return matched, nil
+}
+
+func (s *batchStore) GiveBackBatchAfter(ctx context.Context, reqs []persist.GiveBackRequest, seen int64) ([]bool, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// TestCloseGivesBackInBatches: with many tags, Close gives back in
+// transactions of a group of tags where the store can, tag by tag where
+// it cannot, with the same outcome: each tag's max_id back at its first ID
+// not handed out (so a restart continues at exactly the next ID, none
+// repeated), and left alone where another server took a range above.
+func TestCloseGivesBackInBatches(t *testing.T) {
+	const n, group = 1234, 500
+	steps := make(map[string]int64, n)
+	for i := range n {
+		steps[fmt.Sprintf("t%04d", i)] = 10
+	}
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			fake := newFakeStore(steps)
+			bs := &batchStore{fakeStore: fake}
+			var store persist.Store = fake
+			if batched {
+				store = bs
+			}
+			o := testOptions(newClock())
+			o.MaxStep = 10 // keep the step at the table's
+			a := New(store, o)
+			a.giveBackGroup = group
+			if err := a.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			issued := make(map[string]int64, n)
+			otherEnd := make(map[string]int64)
+			for i := range n {
+				name := fmt.Sprintf("t%04d", i)
+				tag := mustLookup(t, a, name)
+				for range i % 25 {
+					issued[name] = mustNext(t, tag)
+				}
+				waitLoad(t, tag)
+				if i%7 == 3 { // another server takes a range above ours
+					r, err := fake.Take(context.Background(), name, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					otherEnd[name] = r.End
+				}
+			}
+			backsBefore := fake.backs
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if batched {
+				// Groups of group, but for one: 1,234 tags, less those with
+				// nothing left to give back.
+				got := sortedInts(bs.batches)
+				if len(got) != 3 || got[0] >= group || got[1] != group || got[2] != group {
+					t.Errorf("batches %v, want two of %d and one smaller", bs.batches, group)
+				}
+				if fake.backs != backsBefore {
+					t.Errorf("%d give-backs tag by tag beside the batches", fake.backs-backsBefore)
+				}
+			}
+			b := newTestAllocator(t, fake, o)
+			for i := range n {
+				name := fmt.Sprintf("t%04d", i)
+				if end, ok := otherEnd[name]; ok {
+					if got := fake.maxID(name); got != end {
+						t.Fatalf("%s: max_id %d after Close, want %d (another server's range kept)", name, got, end)
+					}
+					continue
+				}
+				id, err := b.Next(context.Background(), name)
+				if err != nil || id != issued[name]+1 {
+					t.Fatalf("%s after restart: %d, %v; want %d", name, id, err, issued[name]+1)
+				}
+			}
+		})
+	}
+}
+
+// TestCloseSummarisesFailedGiveBacks: when the give-backs fail, Close
+// says so in one line with the counts, and nothing is lowered.
+func TestCloseSummarisesFailedGiveBacks(t *testing.T) {
+	steps := map[string]int64{}
+	for i := range 600 {
+		steps[fmt.Sprintf("t%03d", i)] = 10
+	}
+	bs := &batchStore{fakeStore: newFakeStore(steps), fail: fmt.Errorf("give back 500 tags: %w", persist.ErrUnavailable)}
+	o := testOptions(newClock())
+	o.MaxStep = 10
+	a := New(bs, o)
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int64{}
+	for name := range steps {
+		tag := mustLookup(t, a, name)
+		mustNext(t, tag)
+		waitLoad(t, tag)
+		before[name] = bs.maxID(name)
+	}
+	err := a.Close(context.Background())
+	if !errors.Is(err, persist.ErrUnavailable) {
+		t.Fatalf("Close: %v, want ErrUnavailable", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "gave back the unused IDs of 0 tags; 600 could not be") {
+		t.Fatalf("Close's error is not the one-line summary: %q", msg)
+	}
+	for name := range steps {
+		if got := bs.maxID(name); got != before[name] {
+			t.Fatalf("max_id of %s = %d after failed give-backs, want %d", name, got, before[name])
+		}
+	}
+}
+
+func sortedInts(s []int) []int {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }

@@ -49,6 +49,7 @@ func RunRegistry(t *testing.T, newStore func(t *testing.T) Opener) {
 		{"ConcurrentPublish", testConcurrentPublish},
 		{"PublishFloorRaises", testPublishFloorRaises},
 		{"GiveBackAfter", testGiveBackAfter},
+		{"GiveBackBatchAfter", testGiveBackBatchAfter},
 		{"CreateSnowflake", testCreateSnowflake},
 	}
 	for _, tc := range tests {

@@ -75,6 +75,7 @@ func Run(t *testing.T, newDB func(t *testing.T) *DB) {
 	}{
 		{"GuardRepairs", testGuardRepairs},
 		{"GuardGiveBack", testGuardGiveBack},
+		{"GiveBackBatch", testGiveBackBatch},
 		{"GuardRepairOverflow", testGuardRepairOverflow},
 		{"GuardConcurrentDeletes", testGuardConcurrentDeletes},
 		{"GuardTableMissing", testGuardTableMissing},
