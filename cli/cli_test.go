@@ -190,6 +190,7 @@ func TestTagsErrors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leaf.db")
 	dsn := "--store.dsn=" + path
 	mustRun(t, nil, "tags", "create", "order", dsn, "--store.create_database")
+	mustRun(t, nil, "tags", "create", "sf", "--mode=snowflake", dsn)
 	cases := []struct {
 		name string
 		args []string
@@ -207,6 +208,9 @@ func TestTagsErrors(t *testing.T) {
 		{"floor word", []string{"tags", "floor", "order", "ten", dsn}, `tags: floor "ten": not an integer`},
 		{"floor missing n", []string{"tags", "floor", "order", dsn}, `tags: want 2 arguments ([TAG N]), got 1: ["order"] (see leaf tags --help)`},
 		{"step unknown tag", []string{"tags", "step", "nosuch", "5", dsn}, `tags: unknown tag "nosuch" (create it with leaf tags create)`},
+		// The words of LEAF.FLOOR and LEAF.STEP on a Snowflake tag.
+		{"floor snowflake", []string{"tags", "floor", "sf", "100", dsn}, `tags: not in this tag's mode: tag "sf" is a snowflake tag: a floor applies to segment tags`},
+		{"step snowflake", []string{"tags", "step", "sf", "100", dsn}, `tags: not in this tag's mode: tag "sf" is a snowflake tag: a step applies to segment tags`},
 		{"step too large", []string{"tags", "step", "order", "2147483648", dsn}, "tags: step 2147483648: must be between 1 and 2147483647"},
 		{"bad config flag", []string{"tags", "list", "--store.dns=x"}, "tags: config: unknown flag: --store.dns (did you mean --store.dsn?)"},
 		{"bad config value", []string{"tags", "list", dsn, "--store.driver=oracle"}, `tags: config: --store.driver: must be one of sqlite, mysql, postgres, etcd, got "oracle"`},
@@ -222,8 +226,12 @@ func TestTagsErrors(t *testing.T) {
 			}
 		})
 	}
-	if r := getRow(t, openStore(t, path), "order"); r.MaxID != 1 || r.Step != 1000 {
+	st := openStore(t, path)
+	if r := getRow(t, st, "order"); r.MaxID != 1 || r.Step != 1000 {
 		t.Fatalf("row after refused commands = %+v", r)
+	}
+	if r := getRow(t, st, "sf"); r.MaxID != 1 || r.Mode != persist.ModeSnowflake {
+		t.Fatalf("Snowflake row after refused commands = %+v", r)
 	}
 }
 
