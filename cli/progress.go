@@ -15,8 +15,8 @@ type progress struct {
 	w     io.Writer
 	tty   bool
 	every int64
-	total int64 // DBSIZE: the keys SCAN will return when the pattern is "*"
-	exact bool  // the pattern is "*", so total is the number to expect
+	total int64  // DBSIZE: the keys SCAN will return when the pattern is "*"
+	exact bool   // the pattern is "*", so total is the number to expect
 	verb  string // "imported", or "would be imported" in a dry run
 
 	drawn time.Time // last redraw on a terminal
