@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,7 +70,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	cfg, err := config.Load(args, environ)
 	if errors.Is(err, config.ErrHelp) {
-		fmt.Fprint(stdout, config.Usage("leaf"), moreUsage)
+		fmt.Fprint(stdout, usage())
 		return err
 	}
 	if err != nil {
@@ -228,13 +229,15 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	return serveErr
 }
 
-// moreUsage follows the configuration flags in leaf --help.
-const moreUsage = `
-Other commands:
-  leaf --version, leaf -v, leaf version   the version, VCS revision and Go version
-  leaf health                             exit 0 when the configured server answers (a container's HEALTHCHECK)
-  leaf tags ..., leaf import ...          operator commands on the store (leaf tags --help)
-`
+// usage is leaf --help: the commands, one line each, before the
+// configuration flags.
+func usage() string {
+	u := config.Usage("leaf")
+	if i := strings.Index(u, "\nFlags:\n"); i >= 0 {
+		return u[:i+1] + cli.Summary + u[i:]
+	}
+	return u + "\n" + cli.Summary
+}
 
 // wantsVersion reports whether the arguments ask for the version:
 // "version" as the command, or --version or -v among the flags.

@@ -275,23 +275,48 @@ func TestBadDSN(t *testing.T) {
 	}
 }
 
+// TestHelp: each subcommand's help is its own, with examples.
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{
-		{"tags", "--help"},
-		{"tags", "-h"},
-		{"tags", "help"},
-		{"tags", "create", "--help"},
-		{"import", "--help"},
-		{"import", "redis", "-h"},
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"tags", "--help"}, []string{"Usage:\n  leaf tags list", "Examples:\n  leaf tags"}},
+		{[]string{"tags", "-h"}, []string{"Usage:\n  leaf tags list"}},
+		{[]string{"tags", "help"}, []string{"Usage:\n  leaf tags list"}},
+		{[]string{"tags", "create", "--help"}, []string{"Usage:\n  leaf tags list", "leaf tags create order --step 500"}},
+		{[]string{"import", "--help"}, []string{"Usage:\n  leaf import redis --from", "Examples:\n  leaf import redis --from redis://"}},
+		{[]string{"import", "redis", "-h"}, []string{"Usage:\n  leaf import redis --from"}},
+		{[]string{"health", "--help"}, []string{"Usage:\n  leaf health", "Examples:\n  leaf health\n"}},
 	} {
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			r := run(t, nil, args...)
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := run(t, nil, tc.args...)
 			if !errors.Is(r.err, config.ErrHelp) {
 				t.Fatalf("err = %v, want config.ErrHelp", r.err)
 			}
-			if !strings.HasPrefix(r.stdout, "Usage:\n  leaf tags list") || !strings.Contains(r.stdout, "leaf import redis --from") {
-				t.Fatalf("usage:\n%s", r.stdout)
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Fatalf("usage lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			if !strings.HasPrefix(r.stdout, tc.want[0]) {
+				t.Fatalf("usage does not start with %q:\n%s", tc.want[0], r.stdout)
 			}
 		})
+	}
+}
+
+// TestSummary: leaf --help's list names every subcommand, one line each.
+func TestSummary(t *testing.T) {
+	for _, name := range []string{"tags", "import", "health"} {
+		if !cli.IsCommand(name) {
+			t.Fatalf("%s is not a subcommand", name)
+		}
+		if n := strings.Count(cli.Summary, "\n  leaf "+name+" "); n != 1 {
+			t.Errorf("Summary has %d lines for leaf %s:\n%s", n, name, cli.Summary)
+		}
+	}
+	if !strings.Contains(cli.Summary, "leaf --version") {
+		t.Errorf("Summary lacks the version command:\n%s", cli.Summary)
 	}
 }
