@@ -643,7 +643,7 @@ func (t *Tag) failLocked(err error) {
 	if errors.Is(err, persist.ErrNotFound) && !t.vanished.Swap(true) {
 		t.a.log.Warn("tag row is gone from the database; serving the IDs already reserved", "tag", t.name)
 	}
-	t.a.log.Warn("segment load failed", "tag", t.name, "err", err)
+	t.a.loadFailLog.Log("tag", t.name, "err", err)
 }
 
 // scheduleRetryLocked retries a failed load after an exponential backoff, so
