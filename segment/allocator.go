@@ -158,7 +158,7 @@ type Allocator struct {
 	// loadFailLog logs failed loads: ten a minute, then a count, so a
 	// database down under many tags does not flood the log.
 	loadFailLog *ratelog.Logger
-	drops        atomic.Int64          // DropCached calls: loads across one are refused
+	drops       atomic.Int64 // DropCached calls: loads across one are refused
 
 	stop     context.CancelFunc
 	syncDone chan struct{}

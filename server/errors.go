@@ -107,6 +107,9 @@ const (
 	errLapsed      = "TRYAGAIN tag '%s': %s"
 	errSnowflake   = "TRYAGAIN tag '%s': %s"
 	errClusterOff  = "ERR cluster features are off"
+	// hintClusterOff follows why the features are off: what turns them on.
+	hintClusterOff = " (the cluster tables leaf_node, leaf_worker, leaf_change and leaf_mode are missing or this user may not use them: " +
+		"the start-up log shows the CREATE TABLE and GRANT statements that turn the features on)"
 	errRegistry    = "ERR the cluster registry could not be read: %s"
 	errUnconfirmed = "ERR %s of tag '%s' is set in the store and on this server, but %s"
 	errModeStep    = "ERR STEP applies to segment tags only, not to MODE snowflake"
@@ -168,6 +171,8 @@ func allocErrorText(tag []byte, err error) string {
 		return errShuttingDown
 	case errors.Is(err, cluster.ErrLapsed):
 		return fmt.Sprintf(errLapsed, tag, err.Error())
+	case errors.Is(err, snowflake.ErrUnavailable) && errors.Is(err, cluster.ErrOff):
+		return fmt.Sprintf(errSnowflake, tag, detail(err, snowflake.ErrUnavailable, tag)) + hintClusterOff
 	case errors.Is(err, snowflake.ErrUnavailable):
 		return fmt.Sprintf(errSnowflake, tag, detail(err, snowflake.ErrUnavailable, tag))
 	case errors.Is(err, segment.ErrUnavailable):
