@@ -104,9 +104,9 @@ const (
 	// leaf: the cluster registry and Snowflake tags (cmd_cluster.go). A
 	// lapsed lease and a Snowflake generator that cannot issue now are
 	// TRYAGAIN: both pass.
-	errLapsed      = "TRYAGAIN tag '%s': %s"
-	errSnowflake   = "TRYAGAIN tag '%s': %s"
-	errClusterOff  = "ERR cluster features are off"
+	errLapsed     = "TRYAGAIN tag '%s': %s"
+	errSnowflake  = "TRYAGAIN tag '%s': %s"
+	errClusterOff = "ERR cluster features are off"
 	// hintClusterOff follows why the features are off: what turns them on.
 	hintClusterOff = " (the cluster tables leaf_node, leaf_worker, leaf_change and leaf_mode are missing or this user may not use them: " +
 		"the start-up log shows the CREATE TABLE and GRANT statements that turn the features on)"
