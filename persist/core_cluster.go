@@ -738,8 +738,15 @@ func ClusterDDL(bizTag, options string) []string {
 	}
 }
 
-// oneLine is a SQL statement on one line: its runs of white space made
-// one space.
+// oneLine is a SQL statement on one line: its "--" comments dropped (they
+// would run to the end of the one line) and its runs of white space made
+// one space. The statements it is given have no "--" inside a string.
 func oneLine(stmt string) string {
-	return strings.Join(strings.Fields(stmt), " ")
+	var b strings.Builder
+	for line := range strings.Lines(stmt) {
+		code, _, _ := strings.Cut(line, "--")
+		b.WriteString(code)
+		b.WriteByte(' ')
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
 }
