@@ -87,7 +87,7 @@ func TestAdminPasswordProcess(t *testing.T) {
 	p := startLeaf(t, t.TempDir(), "LEAF_SERVER_ADMIN_PASSWORD=adm1n")
 	ctx := context.Background()
 	c := p.client(t)
-	want := "NOPERM User default has no permissions to run the 'leaf.floor' command"
+	want := "NOPERM User default has no permissions to run the 'leaf.floor' command (administrative: AUTH admin <password> first)"
 	if err := c.Do(ctx, "LEAF.FLOOR", "order", "100").Err(); err == nil || err.Error() != want {
 		t.Fatalf("LEAF.FLOOR as default: %v, want %q", err, want)
 	}

@@ -361,7 +361,7 @@ func TestAdminErrors(t *testing.T) {
 		{"create description too long", []any{"LEAF.CREATE", "x", "DESC", strings.Repeat("d", 257)},
 			"ERR description must be valid UTF-8 of at most 256 characters"},
 		{"create description not UTF-8", []any{"LEAF.CREATE", "x", "DESC", "a\xffb"}, "ERR description must be valid UTF-8 of at most 256 characters"},
-		{"step unknown tag", []any{"LEAF.STEP", "nosuch", "10"}, "ERR unknown tag 'nosuch'"},
+		{"step unknown tag", []any{"LEAF.STEP", "nosuch", "10"}, "ERR unknown tag 'nosuch' (LEAF.CREATE nosuch STEP n creates it)"},
 		{"step negative", []any{"LEAF.STEP", "exists", "-1"}, "ERR step must be between 1 and 2147483647"},
 		{"step arity", []any{"LEAF.STEP", "exists"}, "ERR wrong number of arguments for 'leaf.step' command"},
 		{"floor lowers", []any{"LEAF.FLOOR", "low", "2"},
@@ -422,7 +422,7 @@ func TestAdminErrors(t *testing.T) {
 func TestAdminPassword(t *testing.T) {
 	const pw, adminPW = "s3cret", "4dmin"
 	noperm := func(cmd string) string {
-		return "NOPERM User default has no permissions to run the '" + cmd + "' command"
+		return "NOPERM User default has no permissions to run the '" + cmd + "' command (administrative: AUTH admin <password> first)"
 	}
 	adminCmds := []struct {
 		name string

@@ -207,7 +207,7 @@ func cmdLeafStep(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	key := c.key(args[1])
 	if err := s.alloc.SetStep(s.ctx, string(key), step); err != nil {
 		if errors.Is(err, segment.ErrUnknownTag) {
-			s.writeError(c, conn, fmt.Sprintf(errUnknownTag, args[1]))
+			s.writeError(c, conn, fmt.Sprintf(errUnknownTagStep, args[1]))
 			return
 		}
 		s.allocError(c, conn, args[1], err)

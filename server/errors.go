@@ -93,6 +93,7 @@ const (
 	// what a client may retry later.
 	errUnknownTagAuto = "ERR unknown tag '%s' (auto-create is off)"
 	errUnknownTag     = "ERR unknown tag '%s'"
+	errUnknownTagStep = "ERR unknown tag '%s' (LEAF.CREATE %[1]s STEP n creates it)"
 	errCannotCreate   = "ERR unknown tag '%s', and the database refuses to create it: %s"
 	errUnavailable    = "TRYAGAIN no cached IDs for tag '%s' and the database is unavailable: %s"
 	errTagGone        = "ERR tag '%s' was deleted from the database: %s"
@@ -133,7 +134,8 @@ const (
 	// Redis 7.2's ACL text, for a non-admin connection running an
 	// administrative command while server.admin_password is set
 	// (cmd_admin.go): user, then the lowercase command name.
-	errNoPerm = "NOPERM User %s has no permissions to run the '%s' command"
+	// Redis's words, then what leaf's administrative user needs.
+	errNoPerm = "NOPERM User %s has no permissions to run the '%s' command (administrative: AUTH admin <password> first)"
 
 	// leaf: administration (cmd_admin.go). SET is LEAF.FLOOR under the name
 	// Redis users reach for, so its errors say so; DEL is always refused.
