@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/netutil"
 
 	"github.com/leaf-id/leaf/cli"
@@ -45,6 +46,9 @@ var version, revision string
 const shutdownTimeout = 15 * time.Second
 
 func main() {
+	// go-redis (leaf health, leaf import) logs its own line for a failed
+	// dial before leaf's error says the same: leaf's errors are enough.
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
@@ -228,6 +232,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	return serveErr
 }
+
+// quietRedis drops go-redis's log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // usage is leaf --help: the commands, one line each, before the
 // configuration flags.
