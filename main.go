@@ -30,6 +30,7 @@ import (
 	"github.com/leaf-id/leaf/httpapi"
 	"github.com/leaf-id/leaf/internal/buildinfo"
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/persist/open"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
@@ -103,6 +104,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer store.Close()
+	// How the database replicates, at start and every minute: a warning
+	// when a failover could lose ranges already handed out.
+	replication := durability.New(store, durability.Options{Logger: log})
+	checks, stopChecks := context.WithCancel(ctx)
+	replication.Start(checks)
+	defer func() { stopChecks(); replication.Wait() }() // before the store closes
 
 	// The generator of every Snowflake tag; its worker id comes from the
 	// cluster registry.
@@ -164,6 +171,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		// INFO server's config_file; SLOWLOG and LATENCY.
 		ConfigFile:       cfg.File,
 		SlowlogThreshold: cfg.Server.SlowlogThreshold,
+		Replication:      replication.Last,
 	})
 	web, err := startHTTP(cfg.HTTP, tlsConf, httpapi.New(alloc, httpapi.Options{
 		Server:         srv,
@@ -183,6 +191,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		AutoCreate:     cfg.HTTP.AutoCreate && cfg.Segment.AutoCreate != config.AutoCreateOff,
 		CreatePolicy:   cfg.Segment.AutoCreate,
 		CreateRate:     cfg.Segment.CreateRate,
+		Replication:    replication.Last,
 	}), log)
 	if err != nil {
 		ln.Close()

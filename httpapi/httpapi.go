@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -89,6 +90,10 @@ type Options struct {
 	MaxRenders int
 	// CachePageSize is how many tags one /cache page holds; 0 is 1000.
 	CachePageSize int
+	// Replication, when set, is how the store's database replicates as
+	// last checked (persist/durability): the metric
+	// leaf_store_replication_safe and the status page show it.
+	Replication func() persist.Replication
 }
 
 // handler serves every endpoint; see the package documentation.

@@ -77,6 +77,9 @@ func (h *handler) metricsHandler() http.Handler {
 	if h.opts.Cluster != nil {
 		reg.MustRegister(newClusterCollector(h.opts.Cluster))
 	}
+	if h.opts.Replication != nil {
+		reg.MustRegister(replicationCollector{h.opts.Replication})
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slogPrinter{h},
 		ErrorHandling: promhttp.ContinueOnError,

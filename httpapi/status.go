@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -47,6 +48,8 @@ type statusPage struct {
 	Issued    int64    // over every tag
 	PProf     bool
 	Cluster   *clusterView // nil without the cluster registry
+	// Replication is the durability check's last result; nil without it.
+	Replication *persist.Replication
 
 	Query            string // ?q=: tags whose name contains it
 	Matching         int    // tags matching Query
@@ -86,6 +89,10 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		Cluster: h.clusterView(r.Context()),
 
 		Query: r.URL.Query().Get("q"),
+	}
+	if h.opts.Replication != nil {
+		r := h.opts.Replication()
+		p.Replication = &r
 	}
 	if h.opts.Server != nil {
 		p.HasServer = true

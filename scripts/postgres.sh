@@ -10,6 +10,24 @@
 #   scripts/postgres.sh stop <dir>     stop it (fast shutdown) by the PID in <dir>/postgres.pid and wait
 #   scripts/postgres.sh destroy <dir>  stop it and delete its cluster
 #
+# An asynchronously replicated PostgreSQL, for the durability check's tests
+# (a failover to such a replica can lose commits already acknowledged):
+#
+#   scripts/postgres.sh replica <dir> <primary-dir>
+#                                      start a streaming replica of the server
+#                                      started in <primary-dir> (pg_basebackup of
+#                                      it, then a server of its own on a free
+#                                      port); the primary keeps an empty
+#                                      synchronous_standby_names, so its commits
+#                                      wait for no standby. Waits until the
+#                                      primary lists the replica in
+#                                      pg_stat_replication, then prints
+#                                        LEAF_TEST_POSTGRES_ASYNC_DSN=<the primary's DSN>
+#                                        LEAF_TEST_POSTGRES_REPLICA_DSN=<the replica's DSN, read-only>
+#                                      and writes the second to <dir>/dsn. stop,
+#                                      destroy, kill, pause, resume and start act
+#                                      on <dir> as on a primary's.
+#
 # Faults, for outage tests (each acts on the postmaster, by the PID in
 # <dir>/postgres.pid, and on its children, the backends serving each
 # connection, found by their parent PID):
@@ -46,7 +64,7 @@ set -euo pipefail
 
 log() { echo "postgres.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-usage() { echo "usage: $0 start|stop|destroy|kill|pause|resume <dir>" >&2; exit 2; }
+usage() { echo "usage: $0 start|stop|destroy|kill|pause|resume <dir> | replica <dir> <primary-dir>" >&2; exit 2; }
 
 # bindir: the directory of the newest installed server's programs (Debian
 # keeps them in /usr/lib/postgresql/<major>/bin, off the PATH).
@@ -236,7 +254,22 @@ start() {
 	done
 	[ -n "$ready" ] || die "could not find a port postgres could bind"
 
-	# Every start, before clients: the role and its password, its database.
+	# Every start, before clients: the role and its password, its database
+	# (a replica has them from its primary, and takes no writes).
+	[ -f "$cluster/data/standby.signal" ] || create_role "$cluster" "$port" "$pw"
+	PGPASSWORD=$pw PGCONNECT_TIMEOUT=5 "$bin/psql" -X -q -h 127.0.0.1 -p "$port" -U leaf -d leaf \
+		-c 'SELECT 1' >/dev/null || die "the role leaf cannot log in"
+
+	local dsn="postgres://leaf:$pw@127.0.0.1:$port/leaf?sslmode=disable"
+	(umask 077 && echo "$dsn" >"$dir/dsn")
+	log "ready (pid $pid, port $port, cluster $cluster)"
+	echo "LEAF_TEST_POSTGRES_DSN=$dsn"
+}
+
+# create_role CLUSTER PORT PASSWORD: the role leaf with PASSWORD, and its
+# database.
+create_role() {
+	local cluster=$1 port=$2 pw=$3
 	psql_admin "$cluster" "$port" "DO \$\$ BEGIN
 			IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'leaf') THEN
 				CREATE ROLE leaf LOGIN CREATEDB CREATEROLE;
@@ -249,13 +282,57 @@ start() {
 		psql_admin "$cluster" "$port" "CREATE DATABASE leaf OWNER leaf" >/dev/null ||
 			die "could not create the database leaf"
 	fi
-	PGPASSWORD=$pw PGCONNECT_TIMEOUT=5 "$bin/psql" -X -q -h 127.0.0.1 -p "$port" -U leaf -d leaf \
-		-c 'SELECT 1' >/dev/null || die "the role leaf cannot log in"
+}
 
-	local dsn="postgres://leaf:$pw@127.0.0.1:$port/leaf?sslmode=disable"
-	(umask 077 && echo "$dsn" >"$dir/dsn")
-	log "ready (pid $pid, port $port, cluster $cluster)"
-	echo "LEAF_TEST_POSTGRES_DSN=$dsn"
+# replica DIR PRIMARY-DIR: an asynchronous streaming replica of the server
+# of PRIMARY-DIR (see the top).
+replica() {
+	local dir pdir
+	mkdir -p "$1"
+	dir=$(cd "$1" && pwd)
+	pdir=$(cd "$2" && pwd)
+	[ -f "$pdir/dsn" ] && [ -f "$pdir/cluster" ] && [ -f "$pdir/postgres.pid" ] &&
+		is_postgres "$(cat "$pdir/postgres.pid")" || die "no server runs in $pdir: start it first"
+	local pdsn pcluster pport pw bin cluster
+	pdsn=$(cat "$pdir/dsn")
+	pcluster=$(cat "$pdir/cluster")
+	pport=$(sed -n 's|.*@127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$pdir/dsn")
+	pw=$(sed -n 's|^postgres://leaf:\([0-9a-f]*\)@.*|\1|p' "$pdir/dsn")
+	bin=$(bindir)
+	cluster=$(cluster_dir "$dir")
+	if [ ! -f "$cluster/data/PG_VERSION" ]; then
+		# The role the replica streams as; initdb's pg_hba.conf lets it
+		# in from 127.0.0.1 with its password.
+		psql_admin "$pcluster" "$pport" "DO \$\$ BEGIN
+				IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'replicator') THEN
+					CREATE ROLE replicator LOGIN REPLICATION;
+				END IF;
+			END \$\$;
+			ALTER ROLE replicator PASSWORD '$pw';" >/dev/null || die "could not create the role replicator"
+		log "copying the primary (pg_basebackup) into $cluster/data"
+		# -R: standby.signal, and primary_conninfo (with the password)
+		# in postgresql.auto.conf; application_name names the replica
+		# in the primary's pg_stat_replication.
+		"${as_server[@]}" env PGPASSWORD="$pw" "$bin/pg_basebackup" \
+			-d "host=127.0.0.1 port=$pport user=replicator application_name=leaf_replica" \
+			-D "$cluster/data" -R -X stream -c fast --no-sync >"$dir/basebackup.log" 2>&1 ||
+			{ cat "$dir/basebackup.log" >&2; die "pg_basebackup failed"; }
+		"${as_server[@]}" mkdir -p -m 700 "$cluster/sock"
+		# start reads the password (and a port to try) from here.
+		(umask 077 && echo "postgres://leaf:$pw@127.0.0.1:$(free_port)/leaf?sslmode=disable" >"$dir/dsn")
+	fi
+	start "$dir" >/dev/null
+	local deadline=$((SECONDS + ${POSTGRES_START_TIMEOUT:-60})) n
+	while :; do
+		n=$(psql_admin "$pcluster" "$pport" \
+			"SELECT count(*) FROM pg_stat_replication WHERE application_name = 'leaf_replica' AND state = 'streaming'" -t -A) || n=0
+		[ "$n" -ge 1 ] && break
+		[ "$SECONDS" -lt "$deadline" ] || die "the replica does not stream from the primary; log: $dir/postgres.log"
+		sleep 0.2
+	done
+	log "replica streaming from the primary on port $pport"
+	echo "LEAF_TEST_POSTGRES_ASYNC_DSN=$pdsn"
+	echo "LEAF_TEST_POSTGRES_REPLICA_DSN=$(cat "$dir/dsn")"
 }
 
 stop() {
@@ -352,6 +429,11 @@ resume() {
 	log "sent SIGCONT (pid $pid and its backends)"
 }
 
+if [ "${1:-}" = replica ]; then
+	[ $# -eq 3 ] || usage
+	replica "$2" "$3"
+	exit 0
+fi
 [ $# -eq 2 ] || usage
 case "$1" in
 start) start "$2" ;;

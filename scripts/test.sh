@@ -48,6 +48,8 @@ cleanup() {
 	scripts/mariadb.sh stop "$work/mariadb" >/dev/null 2>&1 || true
 	scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true
 	scripts/postgres.sh destroy "$work/postgres" >/dev/null 2>&1 || true
+	scripts/postgres.sh destroy "$work/pg-replica" >/dev/null 2>&1 || true
+	scripts/postgres.sh destroy "$work/pg-primary" >/dev/null 2>&1 || true
 	rm -rf "$work" "$etcd_dir"
 }
 trap cleanup EXIT
@@ -77,6 +79,16 @@ if dsn=$(scripts/postgres.sh start "$work/postgres"); then
 	export "${dsn?}"
 else
 	echo "no PostgreSQL could be started: PostgreSQL tests will skip (and fail under CI=true)" >&2
+fi
+
+# A second PostgreSQL with an asynchronous streaming replica, for the
+# durability check's warning (e2e/durability_test.go): the first one stays
+# a single server.
+if [ -n "${LEAF_TEST_POSTGRES_DSN:-}" ] && scripts/postgres.sh start "$work/pg-primary" >/dev/null &&
+	replica=$(scripts/postgres.sh replica "$work/pg-replica" "$work/pg-primary"); then
+	while read -r line; do export "${line?}"; done <<<"$replica"
+else
+	echo "no replicated PostgreSQL could be started: its durability test will skip (and fail under CI=true)" >&2
 fi
 
 # The Redis clients of other languages that e2e/clients_test.go runs the

@@ -110,7 +110,7 @@ func TestSnowflakeTags(t *testing.T) {
 				t.Errorf("LEAF.INFO of a Snowflake tag shows %s = %v", k, v)
 			}
 		}
-		if len(f) != 7 {
+		if len(f) != 9 {
 			t.Errorf("LEAF.INFO of a Snowflake tag: %d fields: %v", len(f), f)
 		}
 		// GET answers its last ID.

@@ -26,8 +26,8 @@ func registerLeaf(t table) {
 // for a segment tag; leafInfoModeFields for a tag of another mode, which
 // has no segments, step or runway.
 const (
-	leafInfoFields     = 30
-	leafInfoModeFields = 7
+	leafInfoFields     = 32
+	leafInfoModeFields = 9
 )
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
@@ -38,9 +38,12 @@ const (
 // unknown (never served); runway_seconds is a double, inf when the tag is
 // idle; store_ok is 0 while the database is away (a call failed and no
 // probe has reached it since) and store_away_since is when that began,
-// unix milliseconds (0: not away). A Snowflake tag shows only tag, mode,
-// issued, vanished, last_error and the store fields. It does not look the
-// tag up in the database: a tag this server has not seen is unknown.
+// unix milliseconds (0: not away); store_replication and store_durability
+// are how the database replicates and whether a failover can lose ranges
+// (safe, unsafe, unknown), as last checked. A Snowflake tag shows only tag,
+// mode, issued, vanished, last_error and the store fields. It does not
+// look the tag up in the database: a tag this server has not seen is
+// unknown.
 func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	in, err := s.alloc.Info(string(c.key(args[1])))
 	if err != nil {
@@ -126,15 +129,21 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	s.writeStoreState(conn)
 }
 
-// writeStoreState writes LEAF.INFO's last two fields: the database state
-// as this server sees it now (INFO leaf has the same), since last_error
-// may be an old one.
+// writeStoreState writes LEAF.INFO's last fields: the database state as
+// this server sees it now (INFO leaf has the same), since last_error may
+// be an old one.
 func (s *Server) writeStoreState(conn *resp.Conn) {
 	st := s.alloc.Stats()
 	conn.WriteBulkString("store_ok")
 	writeBool(conn, st.StoreOK)
 	conn.WriteBulkString("store_away_since")
 	conn.WriteInt64(unixMilli(st.AwaySince))
+	// How the database replicates (INFO leaf has the details).
+	r := s.replication()
+	conn.WriteBulkString("store_replication")
+	conn.WriteBulkString(r.Kind)
+	conn.WriteBulkString("store_durability")
+	conn.WriteBulkString(r.Safety.String())
 }
 
 // writeBool writes b as the integer 1 or 0 in both protocols, so clients

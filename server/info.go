@@ -249,6 +249,7 @@ func (s *Server) infoSection(w *infoWriter, sec string) {
 		line("store_refused", st.Refused)
 		line("store_last_error", st.StoreError)
 		line("store_last_error_at", unixMilli(st.StoreErrorAt))
+		s.infoReplication(line)
 		s.infoLeafTags(line)
 		s.infoSecurity(line)
 	case "cluster":

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/ratelog"
+	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -111,6 +112,10 @@ type Options struct {
 	// ConfigFile is the configuration file read at start, shown by INFO
 	// server ("" when none).
 	ConfigFile string
+	// Replication, when set, is how the store's database replicates as
+	// last checked (persist/durability): INFO leaf and LEAF.INFO show it.
+	// nil: they say unknown.
+	Replication func() persist.Replication
 }
 
 // DefaultCreateRate is leaf.yaml's segment.create_rate: the tags one

@@ -206,7 +206,8 @@ func TestLeafInfo(t *testing.T) {
 		fields := []string{"tag", "mode", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
 			"loads", "failures", "last_load", "issued", "skipped", "runway_ids", "runway_seconds",
-			"guard_high", "guard_trips", "guard_repairs", "retries", "ambiguous", "vanished", "last_error", "store_ok", "store_away_since"}
+			"guard_high", "guard_trips", "guard_repairs", "retries", "ambiguous", "vanished", "last_error", "store_ok", "store_away_since",
+			"store_replication", "store_durability"}
 		for _, k := range fields {
 			if _, ok := f[k]; !ok {
 				t.Errorf("field %s missing", k)
@@ -229,6 +230,7 @@ func TestLeafInfo(t *testing.T) {
 			"guard_high": int64(1001), "guard_trips": int64(0), "guard_repairs": int64(0), "retries": int64(0), "ambiguous": int64(0),
 			"vanished": int64(0), "last_error": "",
 			"store_ok": int64(1), "store_away_since": int64(0),
+			"store_replication": "unknown", "store_durability": "unknown",
 		}
 		for k, w := range want {
 			if f[k] != w {

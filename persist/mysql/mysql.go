@@ -22,6 +22,7 @@ import (
 // shared SQL core.
 type Store struct {
 	persist.SQLStore
+	core *persist.Core // for the durability check (durability.go)
 }
 
 // The DDL of DESIGN.md §2, columns verbatim. The table options matter when
@@ -310,7 +311,7 @@ func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store,
 	}
 	warnCollation(ctx, c, opts.Log())
 	opts.Log().Info("persist: mysql open", "addr", cfg.Addr, "db", cfg.DBName)
-	return &Store{SQLStore: persist.NewSQLStore(c)}, nil
+	return &Store{SQLStore: persist.NewSQLStore(c), core: c}, nil
 }
 
 func connect(cfg *mysql.Config, opts persist.Options, d *persist.Dialect) (*persist.Core, error) {

@@ -38,6 +38,7 @@ import (
 // persist.Registry, from the shared SQL core.
 type Store struct {
 	persist.SQLStore
+	core *persist.Core // for the durability check (durability.go)
 }
 
 // The DDL of DESIGN.md §2 in PostgreSQL's types. biz_tag compares byte for
@@ -289,7 +290,7 @@ func open(ctx context.Context, cfg *pgx.ConnConfig, opts persist.Options) (*Stor
 		return nil, err
 	}
 	opts.Log().Info("persist: postgres open", where(cfg)...)
-	return &Store{SQLStore: persist.NewSQLStore(c)}, nil
+	return &Store{SQLStore: persist.NewSQLStore(c), core: c}, nil
 }
 
 // where names the database for the log: host, port, database, never the

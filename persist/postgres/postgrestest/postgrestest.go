@@ -84,11 +84,18 @@ func Raw(t *testing.T, dsn string) storetest.SQL {
 // fails.
 func DSN(t testing.TB) string {
 	t.Helper()
-	cfg := adminConfig(t)
+	return NewDatabase(t, adminConfig(t).ConnString())
+}
+
+// NewDatabase creates a database with a random name (leaf_test_<hex>)
+// with admin, the DSN of a role allowed to, drops it with t.Cleanup, and
+// returns admin's DSN on it.
+func NewDatabase(t testing.TB, admin string) string {
+	t.Helper()
 	name := "leaf_test_" + randomHex()
-	Exec(t, cfg.ConnString(), "CREATE DATABASE "+name)
-	t.Cleanup(func() { Exec(t, cfg.ConnString(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
-	return WithDatabase(t, cfg.ConnString(), name)
+	Exec(t, admin, "CREATE DATABASE "+name)
+	t.Cleanup(func() { Exec(t, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+	return WithDatabase(t, admin, name)
 }
 
 // SetDefault makes value the default of setting for every new session on

@@ -1,0 +1,158 @@
+// Package durability keeps the durability check of a running server: how
+// the store's database replicates (persist.Durable), read at start and
+// again every minute, so that a change made after start is seen. It logs
+// the result at start and on every change, and a warning whenever a
+// failover could lose ranges already handed out, and with them repeat
+// IDs; INFO, LEAF.INFO and the metrics show the last result (Last).
+package durability
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leaf-id/leaf/persist"
+)
+
+// Defaults of Options.
+const (
+	// DefaultInterval is the time between two checks, the tag sync's.
+	DefaultInterval = time.Minute
+	// DefaultTimeout bounds one check, so that a database that does not
+	// answer holds up the start no longer than this.
+	DefaultTimeout = 5 * time.Second
+)
+
+// Options configure a Watcher.
+type Options struct {
+	// Interval between checks; 0: DefaultInterval. Until a first check
+	// has answered, the next one comes after a sixth of it.
+	Interval time.Duration
+	// Timeout of one check; 0: DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives the results and the warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// WarnMessage starts the warning logged when a failover could lose
+// committed ranges.
+const WarnMessage = "a failover of the database could repeat IDs: it may lose ranges already handed out"
+
+// Watcher checks a store's replication and keeps the last result.
+type Watcher struct {
+	store any // a persist.Durable, or a store without the check
+	opts  Options
+	log   *slog.Logger
+
+	last atomic.Pointer[persist.Replication]
+	mu   sync.Mutex // one check at a time, so that changes are logged in order
+	seen bool       // a check has answered (under mu)
+	wg   sync.WaitGroup
+}
+
+// New returns a Watcher of store; it checks nothing until Check or
+// Start. Last is unknown until a check answers.
+func New(store any, opts Options) *Watcher {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{store: store, opts: opts, log: log}
+	unknown := persist.UnknownReplication("not checked yet: the database has not answered")
+	w.last.Store(&unknown)
+	return w
+}
+
+// Last is the result of the last check that answered (unknown before
+// one has).
+func (w *Watcher) Last() persist.Replication { return *w.last.Load() }
+
+// Check asks the store now, logs the result when it differs from the last
+// one (at start: always), with a warning when it is unsafe, and returns
+// it. A check the database does not answer changes nothing: the result
+// stays the last one, and false is returned.
+func (w *Watcher) Check(ctx context.Context) (persist.Replication, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+	defer cancel()
+	r, err := persist.Durability(ctx, w.store)
+	if err != nil {
+		w.log.Debug("durability check: the database did not answer", "err", err)
+		return w.Last(), false
+	}
+	prev := w.Last()
+	w.last.Store(&r)
+	first := !w.seen
+	w.seen = true
+	if !first && r == prev {
+		return r, true
+	}
+	msg := "store replication"
+	if !first {
+		msg = "store replication changed"
+	}
+	attrs := []any{"kind", r.Kind, "durability", r.Safety.String(), "members", r.Members}
+	if r.Sync >= 0 {
+		attrs = append(attrs, "sync", r.Sync)
+	}
+	if r.Async >= 0 {
+		attrs = append(attrs, "async", r.Async)
+	}
+	if r.State != "" {
+		attrs = append(attrs, "state", r.State)
+	}
+	attrs = append(attrs, "reason", r.Reason)
+	if r.Safety != persist.Unsafe && r.Advice != "" {
+		attrs = append(attrs, "advice", r.Advice)
+	}
+	w.log.Info(msg, attrs...)
+	if r.Safety == persist.Unsafe {
+		w.log.Warn(WarnMessage+"; "+r.Reason, "kind", r.Kind, "change", r.Advice)
+	}
+	return r, true
+}
+
+// Start checks once now, then every Interval in the background until ctx
+// ends (Wait waits for that).
+func (w *Watcher) Start(ctx context.Context) {
+	_, ok := w.Check(ctx)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.run(ctx, ok)
+	}()
+}
+
+// Wait waits until the background checks of Start have stopped (their
+// context ended).
+func (w *Watcher) Wait() { w.wg.Wait() }
+
+// run checks every Interval until ctx ends; answered says whether a check
+// has answered yet.
+func (w *Watcher) run(ctx context.Context, answered bool) {
+	for {
+		wait := w.opts.Interval
+		if !answered {
+			wait = max(w.opts.Interval/6, time.Millisecond)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if _, ok := w.Check(ctx); ok {
+			answered = true
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package server
+
+import "github.com/leaf-id/leaf/persist"
+
+// replication is the store's replication as last checked
+// (Options.Replication), unknown without it.
+func (s *Server) replication() persist.Replication {
+	if s.opts.Replication == nil {
+		return persist.UnknownReplication("not checked")
+	}
+	r := s.opts.Replication()
+	if r.Kind == "" {
+		r.Kind = persist.ReplicationUnknown
+	}
+	return r
+}
+
+// infoReplication writes INFO leaf's lines of the durability check: how
+// the database replicates (store_replication: single, galera,
+// mysql_replication, postgres_streaming, raft, unknown), whether a
+// failover can lose acknowledged commits and with them ranges already
+// handed out (store_durability: safe, unsafe, unknown), the servers that
+// hold the data and the replicas that do and do not acknowledge a commit
+// before it is (-1: not shown to leaf's user), the database's own word
+// for its state (Galera's), and why, with what to change when it is not
+// safe.
+func (s *Server) infoReplication(line func(string, any)) {
+	r := s.replication()
+	line("store_replication", r.Kind)
+	line("store_durability", r.Safety.String())
+	line("store_replication_members", r.Members)
+	line("store_replication_sync", r.Sync)
+	line("store_replication_async", r.Async)
+	line("store_replication_state", r.State)
+	line("store_durability_reason", r.Reason)
+	line("store_durability_advice", r.Advice)
+}
