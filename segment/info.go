@@ -35,6 +35,9 @@ type TagInfo struct {
 	// Skipped counts the cached IDs a floor (LEAF.FLOOR, SET) skipped:
 	// reserved, never handed out, not in Issued.
 	Skipped int64
+	// Floor is the highest floor applied on this server (LEAF.FLOOR,
+	// SET, or read from another server): no ID at or below it is served.
+	Floor int64
 	// RunwayIDs is how many IDs are cached (rest of the current segment
 	// plus the next); RunwaySeconds how long they last at the recent rate,
 	// +Inf when the tag is idle.
@@ -119,6 +122,7 @@ func (t *Tag) Info() TagInfo {
 	}
 	in.Issued = t.issued + used
 	in.Skipped = t.skipped
+	in.Floor = t.floor
 	r := t.prevRate
 	if used > 0 && t.switchedAt > 0 {
 		r = rate(used, now-t.switchedAt)
