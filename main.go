@@ -18,9 +18,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/netutil"
 
 	"github.com/leaf-id/leaf/cli"
@@ -46,6 +48,9 @@ var version, revision string
 const shutdownTimeout = 15 * time.Second
 
 func main() {
+	// go-redis (leaf health, leaf import) logs its own line for a failed
+	// dial before leaf's error says the same: leaf's errors are enough.
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
@@ -71,7 +76,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	cfg, err := config.Load(args, environ)
 	if errors.Is(err, config.ErrHelp) {
-		fmt.Fprint(stdout, config.Usage("leaf"), moreUsage)
+		fmt.Fprint(stdout, usage())
 		return err
 	}
 	if err != nil {
@@ -258,13 +263,20 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	return serveErr
 }
 
-// moreUsage follows the configuration flags in leaf --help.
-const moreUsage = `
-Other commands:
-  leaf --version, leaf -v, leaf version   the version, VCS revision and Go version
-  leaf health                             exit 0 when the configured server answers (a container's HEALTHCHECK)
-  leaf tags ..., leaf import ...          operator commands on the store (leaf tags --help)
-`
+// quietRedis drops go-redis's log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// usage is leaf --help: the commands, one line each, before the
+// configuration flags.
+func usage() string {
+	u := config.Usage("leaf")
+	if i := strings.Index(u, "\nFlags:\n"); i >= 0 {
+		return u[:i+1] + cli.Summary + u[i:]
+	}
+	return u + "\n" + cli.Summary
+}
 
 // wantsVersion reports whether the arguments ask for the version:
 // "version" as the command, or --version or -v among the flags.

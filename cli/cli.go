@@ -44,27 +44,59 @@ import (
 	"github.com/leaf-id/leaf/persist/open"
 )
 
-// usage is the help of every subcommand.
-const usage = `Usage:
+// Summary lists the commands of the binary, one line each, for leaf --help.
+const Summary = `Commands (each has --help, with examples):
+  leaf [flags]                       serve IDs over the Redis protocol (the flags below configure it)
+  leaf tags list|create|floor|step   the tags in the store: list, create, raise a floor, change a step
+  leaf import redis --from URL       raise each tag's floor above its Redis INCR counter (moving from Redis)
+  leaf health                        exit 0 when the configured server answers (a container's HEALTHCHECK)
+  leaf version, leaf --version, -v   the version, VCS revision and Go version
+`
+
+// configHelp ends the help of the subcommands that open the store.
+const configHelp = `
+The store is configured as the server's is: leaf.yaml (or --config=PATH),
+LEAF_<SECTION>_<KEY> variables, and --section.key=value flags anywhere after
+the subcommand. Run 'leaf --help' for every configuration flag.
+`
+
+// usages are the help of each subcommand, examples included.
+var usages = map[string]string{
+	"tags": `Usage:
   leaf tags list                                   every tag: max_id, step, description, update time
   leaf tags create TAG [--step N] [--desc TEXT] [--mode segment|snowflake]
                                                    a new tag (step: segment.default_step; snowflake:
                                                    time-ordered IDs, layout cluster.snowflake_*)
   leaf tags floor TAG N                            make every later ID of TAG greater than N (never lowers),
-                                                   confirmed by every running server
-  leaf tags step TAG N                             change TAG's step in the table
+                                                   confirmed by every running server; segment tags only
+  leaf tags step TAG N                             change TAG's step in the table; segment tags only
+
+Examples:
+  leaf tags --store.dsn=data/leaf.db list
+  leaf tags create order --step 500 --desc "order numbers"
+  leaf tags --store.driver=mysql --store.dsn='leaf:pw@tcp(127.0.0.1:3306)/leaf' floor order 5000
+` + configHelp,
+	"import": `Usage:
   leaf import redis --from redis://[user:pass@]host:port[/db] [--match PATTERN] [--headroom N] [--dry-run]
-                                                   raise each tag's floor above its Redis counter
+                                                   raise each tag's floor above its Redis counter,
+                                                   creating the tags that do not exist
+
+Examples:
+  leaf import redis --from redis://127.0.0.1:6379 --match 'order:*' --dry-run
+  LEAF_STORE_DSN=/srv/leaf/leaf.db leaf import redis --from redis://:pw@redis:6379/0 --headroom 1000
+` + configHelp,
+	"health": `Usage:
   leaf health [--timeout 3s]                       exit 0 when the configured server answers PING on
                                                    server.addr and, with http.addr set, GET /healthz
 
-tags and import change the store directly, configured as the server is: leaf.yaml (or
---config=PATH), LEAF_<SECTION>_<KEY> variables, and --section.key=value flags
-anywhere after the subcommand, e.g.
-  leaf tags --store.dsn=data/leaf.db list
-  leaf tags --store.driver=mysql --store.dsn='leaf:pw@tcp(127.0.0.1:3306)/leaf' floor order 5000
-Run 'leaf --help' for every configuration flag.
-`
+Examples:
+  leaf health
+  leaf health --timeout 1s --config /etc/leaf/leaf.yaml
+
+It reads the configuration as the server does (leaf.yaml, LEAF_* variables,
+--section.key=value flags), so it checks the server that configuration runs.
+`,
+}
 
 // commands are the subcommands Run handles: main hands it its arguments
 // when the first one is among them.
@@ -95,13 +127,13 @@ type env struct {
 // which main treats as success.
 func Run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || !IsCommand(args[0]) {
-		return fmt.Errorf("unknown subcommand; %s", strings.TrimSpace(usage))
+		return fmt.Errorf("unknown subcommand; %s", strings.TrimSpace(Summary))
 	}
 	cfgArgs, own := splitArgs(args[1:])
 	e := &env{environ: environ, stdout: stdout, stderr: stderr, cfgArgs: cfgArgs}
 	err := commands[args[0]](ctx, e, own)
 	if errors.Is(err, pflag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usages[args[0]])
 		return config.ErrHelp
 	}
 	if err != nil {

@@ -190,6 +190,7 @@ func TestTagsErrors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leaf.db")
 	dsn := "--store.dsn=" + path
 	mustRun(t, nil, "tags", "create", "order", dsn, "--store.create_database")
+	mustRun(t, nil, "tags", "create", "sf", "--mode=snowflake", dsn)
 	cases := []struct {
 		name string
 		args []string
@@ -207,6 +208,9 @@ func TestTagsErrors(t *testing.T) {
 		{"floor word", []string{"tags", "floor", "order", "ten", dsn}, `tags: floor "ten": not an integer`},
 		{"floor missing n", []string{"tags", "floor", "order", dsn}, `tags: want 2 arguments ([TAG N]), got 1: ["order"] (see leaf tags --help)`},
 		{"step unknown tag", []string{"tags", "step", "nosuch", "5", dsn}, `tags: unknown tag "nosuch" (create it with leaf tags create)`},
+		// The words of LEAF.FLOOR and LEAF.STEP on a Snowflake tag.
+		{"floor snowflake", []string{"tags", "floor", "sf", "100", dsn}, `tags: not in this tag's mode: tag "sf" is a snowflake tag: a floor applies to segment tags`},
+		{"step snowflake", []string{"tags", "step", "sf", "100", dsn}, `tags: not in this tag's mode: tag "sf" is a snowflake tag: a step applies to segment tags`},
 		{"step too large", []string{"tags", "step", "order", "2147483648", dsn}, "tags: step 2147483648: must be between 1 and 2147483647"},
 		{"bad config flag", []string{"tags", "list", "--store.dns=x"}, "tags: config: unknown flag: --store.dns (did you mean --store.dsn?)"},
 		{"bad config value", []string{"tags", "list", dsn, "--store.driver=oracle"}, `tags: config: --store.driver: must be one of sqlite, mysql, postgres, etcd, got "oracle"`},
@@ -222,8 +226,12 @@ func TestTagsErrors(t *testing.T) {
 			}
 		})
 	}
-	if r := getRow(t, openStore(t, path), "order"); r.MaxID != 1 || r.Step != 1000 {
+	st := openStore(t, path)
+	if r := getRow(t, st, "order"); r.MaxID != 1 || r.Step != 1000 {
 		t.Fatalf("row after refused commands = %+v", r)
+	}
+	if r := getRow(t, st, "sf"); r.MaxID != 1 || r.Mode != persist.ModeSnowflake {
+		t.Fatalf("Snowflake row after refused commands = %+v", r)
 	}
 }
 
@@ -267,23 +275,48 @@ func TestBadDSN(t *testing.T) {
 	}
 }
 
+// TestHelp: each subcommand's help is its own, with examples.
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{
-		{"tags", "--help"},
-		{"tags", "-h"},
-		{"tags", "help"},
-		{"tags", "create", "--help"},
-		{"import", "--help"},
-		{"import", "redis", "-h"},
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"tags", "--help"}, []string{"Usage:\n  leaf tags list", "Examples:\n  leaf tags"}},
+		{[]string{"tags", "-h"}, []string{"Usage:\n  leaf tags list"}},
+		{[]string{"tags", "help"}, []string{"Usage:\n  leaf tags list"}},
+		{[]string{"tags", "create", "--help"}, []string{"Usage:\n  leaf tags list", "leaf tags create order --step 500"}},
+		{[]string{"import", "--help"}, []string{"Usage:\n  leaf import redis --from", "Examples:\n  leaf import redis --from redis://"}},
+		{[]string{"import", "redis", "-h"}, []string{"Usage:\n  leaf import redis --from"}},
+		{[]string{"health", "--help"}, []string{"Usage:\n  leaf health", "Examples:\n  leaf health\n"}},
 	} {
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			r := run(t, nil, args...)
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := run(t, nil, tc.args...)
 			if !errors.Is(r.err, config.ErrHelp) {
 				t.Fatalf("err = %v, want config.ErrHelp", r.err)
 			}
-			if !strings.HasPrefix(r.stdout, "Usage:\n  leaf tags list") || !strings.Contains(r.stdout, "leaf import redis --from") {
-				t.Fatalf("usage:\n%s", r.stdout)
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Fatalf("usage lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			if !strings.HasPrefix(r.stdout, tc.want[0]) {
+				t.Fatalf("usage does not start with %q:\n%s", tc.want[0], r.stdout)
 			}
 		})
+	}
+}
+
+// TestSummary: leaf --help's list names every subcommand, one line each.
+func TestSummary(t *testing.T) {
+	for _, name := range []string{"tags", "import", "health"} {
+		if !cli.IsCommand(name) {
+			t.Fatalf("%s is not a subcommand", name)
+		}
+		if n := strings.Count(cli.Summary, "\n  leaf "+name+" "); n != 1 {
+			t.Errorf("Summary has %d lines for leaf %s:\n%s", n, name, cli.Summary)
+		}
+	}
+	if !strings.Contains(cli.Summary, "leaf --version") {
+		t.Errorf("Summary lacks the version command:\n%s", cli.Summary)
 	}
 }

@@ -86,7 +86,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		dryRun:   *dryRun,
 		headroom: *headroom,
 		step:     e.cfg.Segment.DefaultStep,
-		progress: newProgress(e.stderr, *every, total, *match == "*"),
+		progress: newProgress(e.stderr, *every, total, *match == "*", *dryRun),
 	}
 	verb := "importing"
 	if *dryRun {

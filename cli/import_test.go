@@ -155,6 +155,10 @@ func TestImportRedis(t *testing.T) {
 		if want := "1009 keys: 1000 would be imported (1000 new tags), 0 already above, " + nonCounters; !strings.HasSuffix(r.stdout, want) {
 			t.Fatalf("summary:\n%s\nwant it to end with %q", r.stdout, want)
 		}
+		// The progress line says it too: nothing was imported.
+		if !strings.Contains(r.stderr, "1009 keys: 1000 would be imported, 0 already above") {
+			t.Fatalf("progress of a dry run:\n%s", r.stderr)
+		}
 		if n := countPrefix(r.stdout, "would create "); n != 1000 {
 			t.Fatalf("%d 'would create' lines, want 1000", n)
 		}

@@ -15,15 +15,20 @@ type progress struct {
 	w     io.Writer
 	tty   bool
 	every int64
-	total int64 // DBSIZE: the keys SCAN will return when the pattern is "*"
-	exact bool  // the pattern is "*", so total is the number to expect
+	total int64  // DBSIZE: the keys SCAN will return when the pattern is "*"
+	exact bool   // the pattern is "*", so total is the number to expect
+	verb  string // "imported", or "would be imported" in a dry run
 
 	drawn time.Time // last redraw on a terminal
 	width int       // length of the line drawn last, to blank its rest
 }
 
-func newProgress(w io.Writer, every int, total int64, exact bool) *progress {
-	return &progress{w: w, tty: isTerminal(w), every: int64(every), total: total, exact: exact}
+func newProgress(w io.Writer, every int, total int64, exact, dryRun bool) *progress {
+	verb := "imported"
+	if dryRun {
+		verb = "would be imported"
+	}
+	return &progress{w: w, tty: isTerminal(w), every: int64(every), total: total, exact: exact, verb: verb}
 }
 
 // isTerminal reports whether w is a character device (a terminal), without
@@ -74,8 +79,8 @@ func (p *progress) draw(s summary) {
 // line is the progress text: "[=====>    ]  52% 5200/10000 keys, 5100
 // imported, ..." when the total is known, else the counts alone.
 func (p *progress) line(s summary) string {
-	counts := fmt.Sprintf("%d keys: %d imported, %d already above, %d skipped, %d invalid",
-		s.keys, s.imported, s.above, s.nonInt+s.nonString+s.vanished, s.invalid)
+	counts := fmt.Sprintf("%d keys: %d %s, %d already above, %d skipped, %d invalid",
+		s.keys, s.imported, p.verb, s.above, s.nonInt+s.nonString+s.vanished, s.invalid)
 	if !p.exact || p.total <= 0 {
 		return "progress: " + counts
 	}

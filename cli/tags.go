@@ -251,7 +251,7 @@ func confirm(ctx context.Context, e *env, s persist.Backend, what string, change
 		return fmt.Errorf("%s is set in the store, but %w", what, err)
 	}
 	if n > 0 {
-		fmt.Fprintf(e.stdout, "confirmed by the %d running servers\n", n)
+		fmt.Fprintf(e.stdout, "confirmed by %s\n", plural(n, "the running server", "the %d running servers"))
 	}
 	return nil
 }
@@ -270,6 +270,9 @@ func tagsStep(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer s.Close()
+	if err := segmentOnly(ctx, s, name, "a step"); err != nil {
+		return err
+	}
 	if err := s.SetStep(ctx, name, step); err != nil {
 		if errors.Is(err, persist.ErrNotFound) {
 			return fmt.Errorf("unknown tag %q (create it with leaf tags create)", name)
@@ -289,7 +292,12 @@ type floorResult struct {
 
 // raiseFloor makes every later ID of the tag greater than n, creating the
 // tag with step and desc when it has no row, as Allocator.Floor does.
+// A Snowflake tag is refused, as LEAF.FLOOR and SET refuse it: it has no
+// max_id that its IDs come from.
 func raiseFloor(ctx context.Context, s persist.Backend, name string, n, step int64, desc string) (floorResult, error) {
+	if err := segmentOnly(ctx, s, name, "a floor"); err != nil {
+		return floorResult{}, err
+	}
 	row, moved, err := s.RaiseFloor(ctx, name, n)
 	if !errors.Is(err, persist.ErrNotFound) {
 		return floorResult{row: row, moved: moved}, err
@@ -300,4 +308,27 @@ func raiseFloor(ctx context.Context, s persist.Backend, name string, n, step int
 	}
 	row, moved, err = s.RaiseFloor(ctx, name, n)
 	return floorResult{row: row, created: created, moved: moved || created}, err
+}
+
+// segmentOnly refuses what (a floor, a step) on a tag of another mode with
+// the words of the Redis commands; a missing tag passes.
+func segmentOnly(ctx context.Context, s persist.Backend, name, what string) error {
+	row, err := s.Tag(ctx, name)
+	switch {
+	case errors.Is(err, persist.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case row.Mode != "":
+		return segment.ModeError(name, row.Mode, what)
+	}
+	return nil
+}
+
+// plural is one when n is 1, else many with n in it.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return fmt.Sprintf(many, n)
 }

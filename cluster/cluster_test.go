@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/cluster"
+	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
@@ -38,6 +40,7 @@ type setup struct {
 	nodeTime  time.Duration       // cluster.node_timeout; 0: the default
 	now       time.Time           // the node's and generator's clock starts here; zero: real time
 	prepare   func(reg *pausable) // when set, runs before the node starts (faults on cue)
+	log       *slog.Logger        // the node's log; nil discards it
 }
 
 func defaults() setup {
@@ -78,7 +81,7 @@ func newServer(t *testing.T, path string, name string, su setup) *server {
 	srv.node = cluster.New(srv.reg, srv.alloc, srv.gen, cluster.Options{
 		Heartbeat: hb, Lease: su.lease, AckTimeout: su.ack, NodeTimeout: su.nodeTime,
 		Node: persist.NodeInfo{ID: name, Addr: "127.0.0.1:" + name, Version: "test"},
-		Now:  srv.clock.Now, AfterFunc: srv.lapse.AfterFunc,
+		Now:  srv.clock.Now, AfterFunc: srv.lapse.AfterFunc, Logger: su.log,
 	})
 	if su.prepare != nil {
 		su.prepare(srv.reg)
@@ -551,5 +554,37 @@ func dropTable(t *testing.T, path, table string) {
 	defer db.Close()
 	if _, err := db.ExecContext(t.Context(), `DROP TABLE IF EXISTS `+table); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeartbeatFailuresSummarised: a store down for many heartbeats
+// writes one warning and then one line with the count and the last
+// error, not a line a heartbeat.
+func TestHeartbeatFailuresSummarised(t *testing.T) {
+	var buf logbuf.Buffer
+	su := defaults()
+	su.now = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	su.log = slog.New(slog.NewTextHandler(&buf, nil))
+	s := newServer(t, filepath.Join(t.TempDir(), "leaf.db"), "s", su)
+	s.reg.Pause(true)
+	for range 57 {
+		s.clock.Add(time.Second)
+		s.node.Tick(t.Context())
+	}
+	if n := strings.Count(buf.String(), "cluster: heartbeat failed"); n != 1 {
+		t.Fatalf("%d heartbeat warnings for 57 failures, want 1:\n%s", n, buf.String())
+	}
+	s.reg.Pause(false)
+	if err := s.node.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		`msg="cluster: heartbeat failed 56 more times in the last minute"`,
+		"not_logged=56", "since=2026-03-02T10:00:01Z", `last.err="` + errPaused.Error(),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/ratelog"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/snowflake"
@@ -134,6 +135,10 @@ type Node struct {
 	log   *slog.Logger
 
 	beatMu sync.Mutex // one heartbeat at a time
+	// beatLog logs failed heartbeats: the first of a minute, then one
+	// line with the count, so an outage writes two lines a minute, not
+	// one a heartbeat.
+	beatLog *ratelog.Logger
 
 	mu         sync.Mutex
 	off        error // why the cluster features are off; nil when on
@@ -166,6 +171,9 @@ type Node struct {
 func New(reg persist.Registry, alloc *segment.Allocator, gen *snowflake.Generator, opts Options) *Node {
 	opts = opts.withDefaults()
 	n := &Node{reg: reg, alloc: alloc, gen: gen, opts: opts, log: opts.Logger, worker: -1, stopLapse: func() bool { return false }}
+	// The window's timer is a real one (opts.AfterFunc arms the lapse):
+	// the summary comes a minute after the first failure, or at Leave.
+	n.beatLog = ratelog.New(opts.Logger, slog.LevelWarn, "cluster: heartbeat failed", ratelog.Options{Burst: 1, Now: opts.Now})
 	if reg == nil {
 		n.off = errors.New("the store keeps no cluster registry")
 		gen.Revoke(fmt.Errorf("%w: %w: %w", snowflake.ErrNoWorker, ErrOff, n.off))
@@ -209,10 +217,17 @@ func (n *Node) loop() {
 		case <-n.stop:
 			return
 		case <-tick.C:
-			if err := n.Beat(context.Background()); err != nil {
-				n.log.Warn("cluster: heartbeat failed", "err", err)
-			}
+			n.Tick(context.Background())
 		}
+	}
+}
+
+// Tick is one heartbeat of the loop Start runs: Beat, with a failure
+// logged at most once a minute and the rest counted ("cluster: heartbeat
+// failed 57 more times in the last minute", with the last error).
+func (n *Node) Tick(ctx context.Context) {
+	if err := n.Beat(ctx); err != nil {
+		n.beatLog.Log("err", err)
 	}
 }
 
@@ -550,6 +565,7 @@ func (n *Node) Leave(ctx context.Context) error {
 		n.stopOnce.Do(func() { close(n.stop) })
 		<-n.done
 	}
+	n.beatLog.Flush() // the count of failures not logged yet
 	n.beatMu.Lock()
 	defer n.beatMu.Unlock()
 	// Stopped before its last time unit is read: no ID can be issued

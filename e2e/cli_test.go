@@ -59,6 +59,8 @@ func TestCLIBinary(t *testing.T) {
 		{"bad dsn", []string{"tags", "list", "--store.driver=mysql", "--store.dsn=leaf:hunter2@tcp(127.0.0.1:1)/leaf"}, 1, "",
 			"leaf: tags: store.driver=mysql store.dsn=leaf:REDACTED@tcp(127.0.0.1:1)/leaf: persist: open mysql:", "hunter2"},
 		{"server flags still work", []string{"--help"}, 0, "Usage: leaf [flags]", "", ""},
+		// leaf's error first, with no line of go-redis's own before it.
+		{"health unreachable", []string{"health", "--server.addr=127.0.0.1:1", "--timeout=5s"}, 1, "", "leaf: health: PING 127.0.0.1:1: ", "pool.go"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,7 +89,7 @@ func TestAdminPasswordProcess(t *testing.T) {
 	p := startLeaf(t, t.TempDir(), "LEAF_SERVER_ADMIN_PASSWORD=adm1n")
 	ctx := context.Background()
 	c := p.client(t)
-	want := "NOPERM User default has no permissions to run the 'leaf.floor' command"
+	want := "NOPERM User default has no permissions to run the 'leaf.floor' command (administrative: AUTH admin <password> first)"
 	if err := c.Do(ctx, "LEAF.FLOOR", "order", "100").Err(); err == nil || err.Error() != want {
 		t.Fatalf("LEAF.FLOOR as default: %v, want %q", err, want)
 	}

@@ -36,7 +36,7 @@ func TestVersion(t *testing.T) {
 
 	t.Run("help", func(t *testing.T) {
 		stdout, _, code := leafCLI(t, dir, "--help")
-		for _, want := range []string{"leaf --version", "leaf version", "leaf health"} {
+		for _, want := range []string{"leaf --version", "leaf version", "leaf health", "leaf tags list|create", "leaf import redis"} {
 			if code != 0 || !strings.Contains(stdout, want) {
 				t.Errorf("leaf --help: exit %d, lacks %q:\n%s", code, want, stdout)
 			}

@@ -103,9 +103,9 @@ type collector struct {
 	// leaf_build_info's labels: version, revision, goversion.
 	buildLabels [3]string
 
-	issued, loads, step, runwayIDs, runwaySecs, guardTrips, guardRepairs *prometheus.Desc
-	waits, storeUp, tags, queued, clients, commands, build               *prometheus.Desc
-	awaySince, outages, probes, refused, retries, ambiguous, rounds      *prometheus.Desc
+	issued, skipped, loads, step, runwayIDs, runwaySecs, guardTrips, guardRepairs *prometheus.Desc
+	waits, storeUp, tags, queued, clients, commands, build                        *prometheus.Desc
+	awaySince, outages, probes, refused, retries, ambiguous, rounds               *prometheus.Desc
 
 	// own are the tags with series of their own. A tag keeps its place
 	// once it has one and the others stay in _other, so no series, not
@@ -125,6 +125,8 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 
 		issued: prometheus.NewDesc("leaf_ids_issued_total",
 			"IDs handed out by this process, per tag (INCR, INCRBY and the HTTP API).", tag, nil),
+		skipped: prometheus.NewDesc("leaf_ids_skipped_total",
+			"Cached IDs a floor (LEAF.FLOOR, SET) skipped, per tag: reserved, never handed out.", tag, nil),
 		loads: prometheus.NewDesc("leaf_segment_loads_total",
 			"Segments loaded from the database per tag, by result (ok, error).", []string{"tag", "result"}, nil),
 		step: prometheus.NewDesc("leaf_segment_step",
@@ -173,7 +175,7 @@ func newCollector(alloc *segment.Allocator, opts Options) *collector {
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.issued, c.loads, c.step, c.runwayIDs, c.runwaySecs, c.guardTrips, c.guardRepairs,
+		c.issued, c.skipped, c.loads, c.step, c.runwayIDs, c.runwaySecs, c.guardTrips, c.guardRepairs,
 		c.waits, c.storeUp, c.awaySince, c.outages, c.probes, c.refused, c.retries, c.ambiguous, c.rounds, c.tags, c.queued, c.build,
 	} {
 		ch <- d
@@ -186,9 +188,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // tagSeries are the values of one tag's series, or the sums of _other.
 type tagSeries struct {
-	issued, loads, failures, guardTrips, guardRepairs int64
-	step, runwayIDs                                   int64
-	runwaySecs                                        float64
+	issued, skipped, loads, failures, guardTrips, guardRepairs int64
+	step, runwayIDs                                            int64
+	runwaySecs                                                 float64
 }
 
 // Collect implements prometheus.Collector.
@@ -203,7 +205,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// series of their own): a scrape holds no copy of every tag.
 	c.alloc.EachTag(true, func(in segment.TagInfo) bool {
 		s := tagSeries{
-			issued: in.Issued, loads: in.Loads, failures: in.Failures, guardTrips: in.GuardTrips, guardRepairs: in.GuardRepairs,
+			issued: in.Issued, skipped: in.Skipped, loads: in.Loads, failures: in.Failures, guardTrips: in.GuardTrips, guardRepairs: in.GuardRepairs,
 			step: in.Step, runwayIDs: in.RunwayIDs, runwaySecs: in.RunwaySeconds,
 		}
 		if c.ownSeries(in.Name) {
@@ -212,6 +214,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		hasOther = true
 		other.issued += s.issued
+		other.skipped += s.skipped
 		other.loads += s.loads
 		other.failures += s.failures
 		other.guardTrips += s.guardTrips
@@ -280,6 +283,7 @@ func (c *collector) ownSeries(tag string) bool {
 
 func (c *collector) emitTag(ch chan<- prometheus.Metric, tag string, s tagSeries) {
 	ch <- prometheus.MustNewConstMetric(c.issued, prometheus.CounterValue, float64(s.issued), tag)
+	ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(s.skipped), tag)
 	ch <- prometheus.MustNewConstMetric(c.loads, prometheus.CounterValue, float64(s.loads), tag, "ok")
 	ch <- prometheus.MustNewConstMetric(c.loads, prometheus.CounterValue, float64(s.failures), tag, "error")
 	ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(s.step), tag)

@@ -153,19 +153,26 @@ func (c *Core) initCluster(ctx context.Context, create bool) error {
 		missing = c.deniedClusterTables(ctx)
 	}
 	if len(missing) > 0 {
-		attrs := []any{"backend", c.d.Name, "missing", strings.Join(missing, ","), "sql", strings.Join(ddl, ";\n")}
+		var grants []string
 		if c.d.Grant != nil {
-			grants := make([]string, len(missing))
-			for i, tb := range missing {
-				grants[i] = c.d.Grant(dctx, c.db, "SELECT, INSERT, UPDATE, DELETE", tb)
+			for _, tb := range missing {
+				grants = append(grants, c.d.Grant(dctx, c.db, "SELECT, INSERT, UPDATE, DELETE", tb))
 			}
-			attrs = append(attrs, "grant", strings.Join(grants, ";\n"))
 		}
 		c.log.Warn("persist: the cluster tables are missing (and not created: schema creation is off or this user may not create them) "+
 			"or this user may not use them, so cluster features are off: "+
 			"this server runs alone (floors and steps take effect on it at once, on other servers when their cached IDs run out), "+
 			"LEAF.NODES lists nothing and Snowflake tags are refused; create the tables (store.create_schema: true creates them, "+
-			"given the privilege) and grant their use to turn them on", attrs...)
+			"given the privilege) and grant their use to turn them on: the statements follow, one a line",
+			"backend", c.d.Name, "missing", strings.Join(missing, ","))
+		// One statement a line, on one line each, so each can be copied
+		// as it is (a multi-line value would show as \n escapes).
+		for _, stmt := range ddl {
+			c.log.Warn("persist: to turn cluster features on, run", "sql", oneLine(stmt)+";")
+		}
+		for _, g := range grants {
+			c.log.Warn("persist: to turn cluster features on, grant", "sql", oneLine(g)+";")
+		}
 		return nil
 	}
 	c.cluster = true
@@ -730,4 +737,17 @@ func ClusterDDL(bizTag, options string) []string {
   PRIMARY KEY (biz_tag)
 )` + options,
 	}
+}
+
+// oneLine is a SQL statement on one line: its "--" comments dropped (they
+// would run to the end of the one line) and its runs of white space made
+// one space. The statements it is given have no "--" inside a string.
+func oneLine(stmt string) string {
+	var b strings.Builder
+	for line := range strings.Lines(stmt) {
+		code, _, _ := strings.Cut(line, "--")
+		b.WriteString(code)
+		b.WriteByte(' ')
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
 }

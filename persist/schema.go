@@ -148,7 +148,7 @@ func (c *Core) initGuard(ctx context.Context, noCreate string) (string, error) {
 	switch {
 	case err == nil:
 	case c.d.NoTable(err):
-		attrs := []any{"backend", c.d.Name, "sql", ddl}
+		attrs := []any{"backend", c.d.Name, "sql", oneLine(ddl)}
 		if c.d.Grant != nil {
 			attrs = append(attrs, "grant", grant())
 		}
@@ -180,7 +180,7 @@ func (c *Core) initGuard(ctx context.Context, noCreate string) (string, error) {
 func (c *Core) warnGuardDenied(ddl, grant string, err error) {
 	c.log.Warn("persist: table leaf_guard is missing or this user may not read and write it, so the persistent guard is off: "+
 		guardOffCost+"; create the table if it is missing, and grant the privileges, to turn the guard on",
-		"backend", c.d.Name, "sql", ddl, "grant", grant, "err", err)
+		"backend", c.d.Name, "sql", oneLine(ddl), "grant", grant, "err", err)
 }
 
 // checkTable runs query (a SELECT of the columns leaf needs, matching no

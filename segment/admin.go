@@ -152,8 +152,7 @@ func (t *Tag) skipTo(n int64) {
 		if s == nil || s == t.a.empty {
 			continue
 		}
-		for v := s.value.Load(); v < n && !s.value.CompareAndSwap(v, n); v = s.value.Load() {
-		}
+		t.skipped += s.skip(n)
 	}
 	if t.next != nil && t.next.last <= n {
 		t.next = nil
@@ -167,13 +166,18 @@ func (t *Tag) skipTo(n int64) {
 }
 
 // LastIssued is the highest ID this server handed out for the tag, and
-// false when it has handed out none.
+// false when it has handed out none. IDs skipped by a floor were not handed
+// out: after IDs up to 501 and a floor of 5000, it is 501.
 func (t *Tag) LastIssued() (int64, bool) {
+	if t.gen != nil {
+		last := t.genLast.Load()
+		return last, last > 0
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	last := t.lastIssued
 	if cur := t.cur.Load(); cur.size > 0 {
-		if v := min(cur.value.Load(), cur.last); v >= cur.start {
+		if v, ok := cur.lastIssued(); ok {
 			last = max(last, v)
 		}
 	}

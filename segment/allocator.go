@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/leaf-id/leaf/internal/ratelog"
 	"github.com/leaf-id/leaf/persist"
 )
 
@@ -159,7 +160,10 @@ type Allocator struct {
 	held         atomic.Pointer[error] // Hold's error, or a lease's that ran out (lease.go)
 	gate         gate                  // the lease (lease.go)
 	cr           creates               // tag creations (create.go)
-	drops        atomic.Int64          // DropCached calls: loads across one are refused
+	// loadFailLog logs failed loads: ten a minute, then a count, so a
+	// database down under many tags does not flood the log.
+	loadFailLog *ratelog.Logger
+	drops       atomic.Int64 // DropCached calls: loads across one are refused
 
 	stop     context.CancelFunc
 	syncDone chan struct{}
@@ -202,6 +206,8 @@ func New(store persist.Store, opts Options) *Allocator {
 	}
 	a.h.init()
 	a.cr.init(a)
+	// A real timer ends the window: the injected one paces loads and probes.
+	a.loadFailLog = ratelog.New(a.log, slog.LevelWarn, "segment load failed", ratelog.Options{Now: a.opts.Now})
 	a.pool = newLoaderPool(opts.Loaders, opts.MaxLoadBatch, a.runLoads)
 	return a
 }

@@ -171,7 +171,7 @@ func TestTagCreatedLogIsRateLimited(t *testing.T) {
 		t.Fatalf("%d lines before the minute ends, want 10:\n%s", got, buf.String())
 	}
 	c.Add(o.SyncInterval) // a minute: the window ends
-	if !strings.Contains(buf.String(), `msg="tag created (more, summarised)" not_logged=15`) {
+	if !strings.Contains(buf.String(), `msg="tag created 15 more times in the last minute" not_logged=15`) {
 		t.Fatalf("no summary of the 15 others:\n%s", buf.String())
 	}
 }

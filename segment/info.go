@@ -32,6 +32,12 @@ type TagInfo struct {
 	LastLoad  time.Time      // zero before the first load
 	LastError string         // of the last failure, "" when none
 	Issued    int64          // IDs handed out by this process
+	// Skipped counts the cached IDs a floor (LEAF.FLOOR, SET) skipped:
+	// reserved, never handed out, not in Issued.
+	Skipped int64
+	// Floor is the highest floor applied on this server (LEAF.FLOOR,
+	// SET, or read from another server): no ID at or below it is served.
+	Floor int64
 	// RunwayIDs is how many IDs are cached (rest of the current segment
 	// plus the next); RunwaySeconds how long they last at the recent rate,
 	// +Inf when the tag is idle.
@@ -106,7 +112,7 @@ func (t *Tag) Info() TagInfo {
 	used := int64(0)
 	if t.init && cur.size > 0 {
 		first := cur.firstUnissued()
-		used = first - cur.start
+		used = cur.issued()
 		in.Segments[t.pos] = SegmentInfo{Value: first, Max: cur.end(), Step: cur.size}
 		in.RunwayIDs = cur.end() - first
 	}
@@ -114,7 +120,9 @@ func (t *Tag) Info() TagInfo {
 		in.Segments[1-t.pos] = SegmentInfo{Value: n.firstUnissued(), Max: n.end(), Step: n.size}
 		in.RunwayIDs += n.size
 	}
-	in.Issued = t.issued + max(used, 0)
+	in.Issued = t.issued + used
+	in.Skipped = t.skipped
+	in.Floor = t.floor
 	r := t.prevRate
 	if used > 0 && t.switchedAt > 0 {
 		r = rate(used, now-t.switchedAt)

@@ -165,5 +165,12 @@ func (a *Allocator) DropCached() {
 
 // modeError is the error of a call that only segment tags take.
 func (t *Tag) modeError(what string) error {
-	return fmt.Errorf("%w: tag %q is a %s tag: %s applies to segment tags", ErrMode, t.name, t.mode, what)
+	return ModeError(t.name, t.mode, what)
+}
+
+// ModeError is the ErrMode of a call that only segment tags take, made on
+// the tag name of the given mode; what is the thing refused ("a floor").
+// The leaf tags subcommands refuse with the same words as the commands.
+func ModeError(name, mode, what string) error {
+	return fmt.Errorf("%w: tag %q is a %s tag: %s applies to segment tags", ErrMode, name, mode, what)
 }

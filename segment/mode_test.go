@@ -222,3 +222,23 @@ func cachedAndLoading(t *testing.T, store *fakeStore, tag *Tag) (release chan st
 	<-started
 	return release, store.maxID("a")
 }
+
+// TestModeTagLastIssued: a Snowflake tag's last ID is the generator's
+// last, for GET.
+func TestModeTagLastIssued(t *testing.T) {
+	o := testOptions(newClock())
+	o.Modes = modes{newCountingGen()}
+	a := newTestAllocator(t, snowflakeStore(), o)
+	sf := mustLookup(t, a, "sf")
+	if _, ok := sf.LastIssued(); ok {
+		t.Fatal("LastIssued before any ID")
+	}
+	id := mustNextN(t, sf, 3)
+	if last, ok := a.LastIssued("sf"); !ok || last != id {
+		t.Fatalf("LastIssued = %d, %v; want %d", last, ok, id)
+	}
+	id, _ = sf.TryNextN(1)
+	if last, _ := sf.LastIssued(); last != id {
+		t.Fatalf("LastIssued after TryNextN = %d, want %d", last, id)
+	}
+}

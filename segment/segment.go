@@ -21,7 +21,11 @@ type segment struct {
 	start    int64 // first ID
 	size     int64 // IDs in the range
 	loadedAt int64 // unix nanos of the load
-	_        [24]byte
+	// A floor raised past IDs of this segment skips them (Tag.skipTo):
+	// skipped counts them, and lastReal is the last ID handed out before
+	// the latest skip, which ended at skipEnd. Guarded by the tag's mu;
+	// written rarely, so they may share the read-mostly line.
+	skipped, lastReal, skipEnd int64
 }
 
 // newSegment returns a fresh segment over [start, end) whose prefetch fires
@@ -50,8 +54,42 @@ func (s *segment) end() int64 { return s.last + 1 }
 // firstUnissued is the lowest ID not yet handed out, at most end.
 func (s *segment) firstUnissued() int64 { return min(s.value.Load(), s.last) + 1 }
 
-// used is how many IDs were handed out.
+// used is how many IDs were taken from the range: handed out or skipped.
 func (s *segment) used() int64 { return s.firstUnissued() - s.start }
+
+// issued is how many IDs were handed out, skipped ones not counted. The
+// tag's mu must be held.
+func (s *segment) issued() int64 { return max(s.used()-s.skipped, 0) }
+
+// lastIssued is the highest ID handed out from the range, and false when
+// none was. The tag's mu must be held.
+func (s *segment) lastIssued() (int64, bool) {
+	v := min(s.value.Load(), s.last)
+	if s.skipped > 0 && v <= s.skipEnd {
+		// Nothing was handed out since the latest skip.
+		v = s.lastReal
+	}
+	return v, v >= s.start
+}
+
+// skip moves the segment past n, as a floor at n requires, and returns how
+// many of its IDs that skipped. The tag's mu must be held.
+func (s *segment) skip(n int64) int64 {
+	v := s.value.Load()
+	for v < n && !s.value.CompareAndSwap(v, n) {
+		v = s.value.Load()
+	}
+	if v >= n || v >= s.last {
+		return 0 // already past n, or used up
+	}
+	if s.skipped == 0 || v > s.skipEnd {
+		s.lastReal = v // IDs were handed out since the last skip, if any
+	}
+	k := min(n, s.last) - v
+	s.skipped += k
+	s.skipEnd = n
+	return k
+}
 
 // crossed reports whether taking IDs up to last crossed the prefetch point:
 // exactly one caller sees true for each segment.

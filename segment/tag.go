@@ -43,6 +43,7 @@ type Tag struct {
 	mode      string
 	gen       Generator
 	genIssued atomic.Int64
+	genLast   atomic.Int64 // the highest ID the generator made
 
 	mu       sync.Mutex
 	next     *segment
@@ -64,6 +65,7 @@ type Tag struct {
 	retry                                         func() bool // stops the pending retry after a failed load
 
 	issued     int64   // IDs issued from retired segments and dedicated ranges
+	skipped    int64   // cached IDs a floor skipped: never handed out
 	lastIssued int64   // highest ID issued from a retired segment or dedicated range
 	switchedAt int64   // unix nanos when cur became current
 	prevRate   float64 // IDs per second over the previous segment
@@ -86,8 +88,15 @@ func (t *Tag) genNext(ctx context.Context, n int64) (int64, error) {
 	last, err := t.gen.NextN(ctx, n)
 	if err == nil {
 		t.genIssued.Add(n)
+		t.noteGenLast(last)
 	}
 	return last, err
+}
+
+// noteGenLast records last as the generator's highest ID if it is.
+func (t *Tag) noteGenLast(last int64) {
+	for v := t.genLast.Load(); v < last && !t.genLast.CompareAndSwap(v, last); v = t.genLast.Load() {
+	}
 }
 
 // Next returns the tag's next ID.
@@ -246,13 +255,13 @@ func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 func (t *Tag) switchLocked() {
 	now := t.a.nowNanos()
 	old := t.cur.Load()
-	used := old.used()
+	used := old.issued()
 	if t.init && used > 0 && t.switchedAt > 0 {
 		t.prevRate = rate(used, now-t.switchedAt)
 	}
-	t.issued += max(used, 0)
-	if used > 0 {
-		t.lastIssued = max(t.lastIssued, min(old.value.Load(), old.last))
+	t.issued += used
+	if last, ok := old.lastIssued(); ok {
+		t.lastIssued = max(t.lastIssued, last)
 	}
 	t.cur.Store(t.next)
 	t.next = nil
@@ -333,9 +342,9 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 		return 0, t.loadErrorLocked(err)
 	}
 	if cur := t.cur.Load(); cur.start < r.Start {
-		t.issued += max(cur.used(), 0)
-		if cur.used() > 0 {
-			t.lastIssued = max(t.lastIssued, min(cur.value.Load(), cur.last))
+		t.issued += cur.issued()
+		if last, ok := cur.lastIssued(); ok {
+			t.lastIssued = max(t.lastIssued, last)
 		}
 		t.cur.Store(emptySegment(r.End))
 		t.pos ^= 1
@@ -634,7 +643,7 @@ func (t *Tag) failLocked(err error) {
 	if errors.Is(err, persist.ErrNotFound) && !t.vanished.Swap(true) {
 		t.a.log.Warn("tag row is gone from the database; serving the IDs already reserved", "tag", t.name)
 	}
-	t.a.log.Warn("segment load failed", "tag", t.name, "err", err)
+	t.a.loadFailLog.Log("tag", t.name, "err", err)
 }
 
 // scheduleRetryLocked retries a failed load after an exponential backoff, so

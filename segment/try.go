@@ -25,6 +25,7 @@ func (t *Tag) TryNextN(n int64) (last int64, ok bool) {
 		last, ok = t.gen.TryNextN(n)
 		if ok {
 			t.genIssued.Add(n)
+			t.noteGenLast(last)
 		}
 		return last, ok
 	}

@@ -253,6 +253,40 @@ func TestAdminCommands(t *testing.T) {
 			}
 		})
 
+		// A floor raised past cached IDs skips them: GET stays the last
+		// ID handed out, and the skipped IDs are not counted as issued.
+		t.Run("get after a floor", func(t *testing.T) {
+			tag := p + "getfloor"
+			if got := do(t, c, "SET", tag, 500); got != "OK" {
+				t.Fatalf("SET 500 = %v", got)
+			}
+			if v := c.Get(context.Background(), tag).Val(); v != "500" {
+				t.Fatalf("GET after SET 500, before any INCR = %q, want the floor 500", v)
+			}
+			if id := mustIncr(t, c, tag); id != 501 {
+				t.Fatalf("INCR after SET 500 = %d", id)
+			}
+			if got := do(t, c, "SET", tag, 5000); got != "OK" {
+				t.Fatalf("SET 5000 = %v", got)
+			}
+			if v := c.Get(context.Background(), tag).Val(); v != "501" {
+				t.Fatalf("GET after SET 5000 = %q, want 501 (the last ID handed out)", v)
+			}
+			f := leafInfo(t, c, tag)
+			if f["issued"] != int64(1) {
+				t.Fatalf("LEAF.INFO issued = %v after one INCR, want 1", f["issued"])
+			}
+			if sk, _ := f["skipped"].(int64); sk < 1 {
+				t.Fatalf("LEAF.INFO skipped = %v after a floor past cached IDs", f["skipped"])
+			}
+			if id := mustIncr(t, c, tag); id != 5001 {
+				t.Fatalf("INCR after SET 5000 = %d, want 5001", id)
+			}
+			if v := c.Get(context.Background(), tag).Val(); v != "5001" {
+				t.Fatalf("GET = %q, want 5001", v)
+			}
+		})
+
 		t.Run("set and floor", func(t *testing.T) {
 			tag := p + "set"
 			mustIncr(t, c, tag)
@@ -327,7 +361,7 @@ func TestAdminErrors(t *testing.T) {
 		{"create description too long", []any{"LEAF.CREATE", "x", "DESC", strings.Repeat("d", 257)},
 			"ERR description must be valid UTF-8 of at most 256 characters"},
 		{"create description not UTF-8", []any{"LEAF.CREATE", "x", "DESC", "a\xffb"}, "ERR description must be valid UTF-8 of at most 256 characters"},
-		{"step unknown tag", []any{"LEAF.STEP", "nosuch", "10"}, "ERR unknown tag 'nosuch'"},
+		{"step unknown tag", []any{"LEAF.STEP", "nosuch", "10"}, "ERR unknown tag 'nosuch' (LEAF.CREATE nosuch STEP n creates it)"},
 		{"step negative", []any{"LEAF.STEP", "exists", "-1"}, "ERR step must be between 1 and 2147483647"},
 		{"step arity", []any{"LEAF.STEP", "exists"}, "ERR wrong number of arguments for 'leaf.step' command"},
 		{"floor lowers", []any{"LEAF.FLOOR", "low", "2"},
@@ -388,7 +422,7 @@ func TestAdminErrors(t *testing.T) {
 func TestAdminPassword(t *testing.T) {
 	const pw, adminPW = "s3cret", "4dmin"
 	noperm := func(cmd string) string {
-		return "NOPERM User default has no permissions to run the '" + cmd + "' command"
+		return "NOPERM User default has no permissions to run the '" + cmd + "' command (administrative: AUTH admin <password> first)"
 	}
 	adminCmds := []struct {
 		name string

@@ -104,6 +104,19 @@ func TestSnowflakeTags(t *testing.T) {
 		if f["mode"] != "snowflake" || f["issued"] != int64(11) {
 			t.Fatalf("LEAF.INFO sf: mode %v issued %v", f["mode"], f["issued"])
 		}
+		// No segment fields, no runway: a Snowflake tag has neither.
+		for _, k := range []string{"segment0_value", "step", "runway_ids", "runway_seconds", "guard_high"} {
+			if v, ok := f[k]; ok {
+				t.Errorf("LEAF.INFO of a Snowflake tag shows %s = %v", k, v)
+			}
+		}
+		if len(f) != 9 {
+			t.Errorf("LEAF.INFO of a Snowflake tag: %d fields: %v", len(f), f)
+		}
+		// GET answers its last ID.
+		if v, err := c.Get(ctx, "sf").Int64(); err != nil || v != b {
+			t.Fatalf("GET sf = %d, %v; want the last ID %d", v, err, b)
+		}
 	})
 }
 

@@ -207,7 +207,7 @@ func cmdLeafStep(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	key := c.key(args[1])
 	if err := s.alloc.SetStep(s.ctx, string(key), step); err != nil {
 		if errors.Is(err, segment.ErrUnknownTag) {
-			s.writeError(c, conn, fmt.Sprintf(errUnknownTag, args[1]))
+			s.writeError(c, conn, fmt.Sprintf(errUnknownTagStep, args[1]))
 			return
 		}
 		s.allocError(c, conn, args[1], err)
@@ -377,7 +377,9 @@ func (s *Server) floor(c *client, conn *resp.Conn, name []byte, n int64, lowerTe
 // cmdGet: GET tag -> the last ID this server handed out for the tag, as a
 // bulk string like Redis's GET of a counter; before it handed out any, the
 // floor set on the tag (SET tag n, then GET tag: n); nil when neither. It
-// never reads the database.
+// never answers an ID that was not handed out: after INCR (501) and a
+// floor raised to 5000, GET answers 501 and the next INCR 5001. A
+// Snowflake tag answers its last ID. It never reads the database.
 func cmdGet(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	v, ok := s.value(string(c.key(args[1])))
 	if !ok {

@@ -58,7 +58,8 @@ func cmdLeafNodes(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	nodes, err := s.opts.Cluster.Nodes(s.ctx)
 	switch {
 	case errors.Is(err, cluster.ErrOff):
-		s.writeError(c, conn, errClusterOff+": "+sanitize(err.Error()))
+		// err says "cluster features are off: " and why.
+		s.writeError(c, conn, "ERR "+sanitize(err.Error())+hintClusterOff)
 		return
 	case err != nil:
 		s.writeError(c, conn, fmt.Sprintf(errRegistry, sanitize(err.Error())))

@@ -22,20 +22,28 @@ func registerLeaf(t table) {
 	})
 }
 
-// leafInfoFields is the number of field/value pairs cmdLeafInfo writes.
-const leafInfoFields = 31
+// leafInfoFields is the number of field/value pairs cmdLeafInfo writes
+// for a segment tag; leafInfoModeFields for a tag of another mode, which
+// has no segments, step or runway.
+const (
+	leafInfoFields     = 32
+	leafInfoModeFields = 9
+)
 
 // cmdLeafInfo: LEAF.INFO tag -> field/value pairs (a map in RESP3). Booleans
-// are 0/1 integers; last_load is unix milliseconds (0: never); retries
-// counts the loads the database rolled back and that ran again, ambiguous
-// those whose commit was left unknown (never served);
-// runway_seconds is a double, inf when the tag is idle; store_ok is 0
-// while the database is away (a call failed and no probe has reached it
-// since) and store_away_since is when that began, unix milliseconds (0:
-// not away); store_replication and store_durability are how the
-// database replicates and whether a failover can lose ranges (safe,
-// unsafe, unknown), as last checked. It does not look the tag up in the
-// database: a tag this server has not seen is unknown.
+// are 0/1 integers; last_load is unix milliseconds (0: never); issued
+// counts the IDs handed out, skipped the cached IDs a floor skipped
+// (reserved, never handed out); retries counts the loads the database
+// rolled back and that ran again, ambiguous those whose commit was left
+// unknown (never served); runway_seconds is a double, inf when the tag is
+// idle; store_ok is 0 while the database is away (a call failed and no
+// probe has reached it since) and store_away_since is when that began,
+// unix milliseconds (0: not away); store_replication and store_durability
+// are how the database replicates and whether a failover can lose ranges
+// (safe, unsafe, unknown), as last checked. A Snowflake tag shows only tag,
+// mode, issued, vanished, last_error and the store fields. It does not
+// look the tag up in the database: a tag this server has not seen is
+// unknown.
 func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	in, err := s.alloc.Info(string(c.key(args[1])))
 	if err != nil {
@@ -46,10 +54,25 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		s.allocError(c, conn, args[1], err)
 		return
 	}
+	if in.Mode != "" {
+		conn.WriteMap(leafInfoModeFields)
+		conn.WriteBulkString("tag")
+		conn.WriteBulkString(in.Name)
+		conn.WriteBulkString("mode")
+		conn.WriteBulkString(modeName(in.Mode))
+		conn.WriteBulkString("issued")
+		conn.WriteInt64(in.Issued)
+		conn.WriteBulkString("vanished")
+		writeBool(conn, in.Vanished)
+		conn.WriteBulkString("last_error")
+		conn.WriteBulkString(in.LastError)
+		s.writeStoreState(conn)
+		return
+	}
 	conn.WriteMap(leafInfoFields)
 	conn.WriteBulkString("tag")
 	conn.WriteBulkString(in.Name)
-	conn.WriteBulkString("mode") // "segment" or "snowflake" (no segments: zeros)
+	conn.WriteBulkString("mode")
 	conn.WriteBulkString(modeName(in.Mode))
 	conn.WriteBulkString("init")
 	writeBool(conn, in.Init)
@@ -83,6 +106,8 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	conn.WriteInt64(unixMilli(in.LastLoad))
 	conn.WriteBulkString("issued")
 	conn.WriteInt64(in.Issued)
+	conn.WriteBulkString("skipped")
+	conn.WriteInt64(in.Skipped)
 	conn.WriteBulkString("runway_ids")
 	conn.WriteInt64(in.RunwayIDs)
 	conn.WriteBulkString("runway_seconds")
@@ -101,8 +126,13 @@ func cmdLeafInfo(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	writeBool(conn, in.Vanished)
 	conn.WriteBulkString("last_error")
 	conn.WriteBulkString(in.LastError)
-	// The database state as this server sees it now (INFO leaf has the
-	// same): last_error above may be an old one.
+	s.writeStoreState(conn)
+}
+
+// writeStoreState writes LEAF.INFO's last fields: the database state as
+// this server sees it now (INFO leaf has the same), since last_error may
+// be an old one.
+func (s *Server) writeStoreState(conn *resp.Conn) {
 	st := s.alloc.Stats()
 	conn.WriteBulkString("store_ok")
 	writeBool(conn, st.StoreOK)

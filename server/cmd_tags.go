@@ -51,6 +51,7 @@ func cmdLeafTags(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 type tagSummary struct {
 	tags        int
 	issued      int64   // IDs handed out by this process
+	skipped     int64   // cached IDs floors skipped, never handed out
 	loads       int64   // segments loaded
 	cachedIDs   int64   // IDs cached in memory (runway_ids of every tag)
 	minRunway   float64 // seconds, over the tags that loaded a segment; +Inf when none is in use
@@ -64,6 +65,7 @@ func summarize(tags []segment.TagInfo) tagSummary {
 	sum := tagSummary{tags: len(tags), minRunway: math.Inf(1)}
 	for _, in := range tags {
 		sum.issued += in.Issued
+		sum.skipped += in.Skipped
 		sum.loads += in.Loads
 		sum.cachedIDs += in.RunwayIDs
 		if in.Vanished {
@@ -95,6 +97,7 @@ func (s *Server) infoLeafTags(line func(k string, v any)) {
 	sum := summarize(s.alloc.Tags())
 	line("tags_in_use", sum.initialized)
 	line("ids_issued", sum.issued)
+	line("ids_skipped", sum.skipped)
 	line("segment_loads", sum.loads)
 	line("cached_ids", sum.cachedIDs)
 	line("min_runway_seconds", formatSeconds(sum.minRunway))

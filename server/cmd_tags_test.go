@@ -94,6 +94,7 @@ func TestInfoTagSummary(t *testing.T) {
 		"tags:2\r\n",
 		"tags_in_use:2\r\n",
 		"ids_issued:3\r\n",
+		"ids_skipped:0\r\n",
 		"segment_loads:2\r\n",
 		"cached_ids:17\r\n",
 		"min_runway_seconds:",

@@ -58,6 +58,7 @@ type watchedTag struct {
 type tagState struct {
 	last  int64
 	guard int64
+	floor int64 // a floor within the cached IDs moves neither last nor guard
 }
 
 func registerTx(t table) {
@@ -215,12 +216,12 @@ func cmdUnwatch(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 }
 
 // tagState is a tag's state as WATCH compares it: an ID handed out moves
-// last, a floor raised moves the guard.
+// last, a floor raised moves the floor (and the guard when above it).
 func (s *Server) tagState(key string) tagState {
 	var st tagState
 	st.last, _ = s.alloc.LastIssued(key)
 	if in, err := s.alloc.Info(key); err == nil {
-		st.guard = in.GuardHigh
+		st.guard, st.floor = in.GuardHigh, in.Floor
 	}
 	return st
 }

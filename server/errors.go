@@ -93,6 +93,7 @@ const (
 	// what a client may retry later.
 	errUnknownTagAuto = "ERR unknown tag '%s' (auto-create is off)"
 	errUnknownTag     = "ERR unknown tag '%s'"
+	errUnknownTagStep = "ERR unknown tag '%s' (LEAF.CREATE %[1]s STEP n creates it)"
 	errCannotCreate   = "ERR unknown tag '%s', and the database refuses to create it: %s"
 	errUnavailable    = "TRYAGAIN no cached IDs for tag '%s' and the database is unavailable: %s"
 	errTagGone        = "ERR tag '%s' was deleted from the database: %s"
@@ -104,9 +105,12 @@ const (
 	// leaf: the cluster registry and Snowflake tags (cmd_cluster.go). A
 	// lapsed lease and a Snowflake generator that cannot issue now are
 	// TRYAGAIN: both pass.
-	errLapsed      = "TRYAGAIN tag '%s': %s"
-	errSnowflake   = "TRYAGAIN tag '%s': %s"
-	errClusterOff  = "ERR cluster features are off"
+	errLapsed     = "TRYAGAIN tag '%s': %s"
+	errSnowflake  = "TRYAGAIN tag '%s': %s"
+	errClusterOff = "ERR cluster features are off"
+	// hintClusterOff follows why the features are off: what turns them on.
+	hintClusterOff = " (the cluster tables leaf_node, leaf_worker, leaf_change and leaf_mode are missing or this user may not use them: " +
+		"the start-up log shows the CREATE TABLE and GRANT statements that turn the features on)"
 	errRegistry    = "ERR the cluster registry could not be read: %s"
 	errUnconfirmed = "ERR %s of tag '%s' is set in the store and on this server, but %s"
 	errModeStep    = "ERR STEP applies to segment tags only, not to MODE snowflake"
@@ -143,7 +147,8 @@ const (
 	// Redis 7.2's ACL text, for a non-admin connection running an
 	// administrative command while server.admin_password is set
 	// (cmd_admin.go): user, then the lowercase command name.
-	errNoPerm = "NOPERM User %s has no permissions to run the '%s' command"
+	// Redis's words, then what leaf's administrative user needs.
+	errNoPerm = "NOPERM User %s has no permissions to run the '%s' command (administrative: AUTH admin <password> first)"
 
 	// leaf: administration (cmd_admin.go). SET is LEAF.FLOOR under the name
 	// Redis users reach for, so its errors say so; DEL is always refused.
@@ -181,6 +186,8 @@ func allocErrorText(tag []byte, err error) string {
 		return errShuttingDown
 	case errors.Is(err, cluster.ErrLapsed):
 		return fmt.Sprintf(errLapsed, tag, err.Error())
+	case errors.Is(err, snowflake.ErrUnavailable) && errors.Is(err, cluster.ErrOff):
+		return fmt.Sprintf(errSnowflake, tag, detail(err, snowflake.ErrUnavailable, tag)) + hintClusterOff
 	case errors.Is(err, snowflake.ErrUnavailable):
 		return fmt.Sprintf(errSnowflake, tag, detail(err, snowflake.ErrUnavailable, tag))
 	case errors.Is(err, segment.ErrUnavailable):

@@ -81,7 +81,7 @@ func TestAuthTimeout(t *testing.T) {
 func TestClientListIsAdmins(t *testing.T) {
 	in := servertest.Start(t, servertest.Options{Server: server.Options{Password: "pw", AdminPassword: "adm"}})
 	user := newClient(t, in.Addr, 2, "pw")
-	wantErr(t, user, "NOPERM User default has no permissions to run the 'client|list' command", "CLIENT", "LIST")
+	wantErr(t, user, "NOPERM User default has no permissions to run the 'client|list' command (administrative: AUTH admin <password> first)", "CLIENT", "LIST")
 	if err := user.Do(context.Background(), "CLIENT", "INFO").Err(); err != nil {
 		t.Fatalf("CLIENT INFO: %v", err)
 	}
@@ -215,7 +215,7 @@ func TestClientCertificates(t *testing.T) {
 	if got := mustIncr(t, user, "made-by-cert"); got != 1 {
 		t.Fatalf("CN=default: %d", got)
 	}
-	wantErr(t, user, "NOPERM User default has no permissions to run the 'leaf.step' command", "LEAF.STEP", "made-by-cert", "5")
+	wantErr(t, user, "NOPERM User default has no permissions to run the 'leaf.step' command (administrative: AUTH admin <password> first)", "LEAF.STEP", "made-by-cert", "5")
 }
 
 // TestCertificateReload: a renewed certificate is served to the next

@@ -69,7 +69,7 @@ func TestRawResp3(t *testing.T) {
 		{"info empty", []string{"INFO", "nosuch"}, "$0\r\n\r\n", "=4\r\ntxt:\r\n", false},
 		{"command info unknown", []string{"COMMAND", "INFO", "nosuch"}, "*1\r\n$-1\r\n", "*1\r\n_\r\n", false},
 		{"command docs unknown", []string{"COMMAND", "DOCS", "nosuch"}, "*0\r\n", "%0\r\n", false},
-		{"leaf.info map", []string{"LEAF.INFO", "r"}, "*62\r\n$3\r\ntag\r\n$1\r\nr\r\n", "%31\r\n$3\r\ntag\r\n$1\r\nr\r\n", true},
+		{"leaf.info map", []string{"LEAF.INFO", "r"}, "*64\r\n$3\r\ntag\r\n$1\r\nr\r\n", "%32\r\n$3\r\ntag\r\n$1\r\nr\r\n", true},
 		{"command info set", []string{"COMMAND", "INFO", "incr"},
 			"*1\r\n*10\r\n$4\r\nincr\r\n:2\r\n*3\r\n+write\r\n+denyoom\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*3\r\n+@write\r\n",
 			"*1\r\n*10\r\n$4\r\nincr\r\n:2\r\n~3\r\n+write\r\n+denyoom\r\n+fast\r\n:1\r\n:1\r\n:1\r\n~3\r\n+@write\r\n", true},

@@ -205,7 +205,7 @@ func TestLeafInfo(t *testing.T) {
 		f := leafInfo(t, c, "info")
 		fields := []string{"tag", "mode", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
-			"loads", "failures", "last_load", "issued", "runway_ids", "runway_seconds",
+			"loads", "failures", "last_load", "issued", "skipped", "runway_ids", "runway_seconds",
 			"guard_high", "guard_trips", "guard_repairs", "retries", "ambiguous", "vanished", "last_error", "store_ok", "store_away_since",
 			"store_replication", "store_durability"}
 		for _, k := range fields {
@@ -226,7 +226,7 @@ func TestLeafInfo(t *testing.T) {
 			"step": int64(1000), "min_step": int64(1000),
 			cur + "value": int64(51), cur + "max": int64(1001), cur + "step": int64(1000),
 			other + "value": int64(0), other + "max": int64(0), other + "step": int64(0),
-			"loads": int64(1), "failures": int64(0), "issued": int64(50), "runway_ids": int64(950),
+			"loads": int64(1), "failures": int64(0), "issued": int64(50), "skipped": int64(0), "runway_ids": int64(950),
 			"guard_high": int64(1001), "guard_trips": int64(0), "guard_repairs": int64(0), "retries": int64(0), "ambiguous": int64(0),
 			"vanished": int64(0), "last_error": "",
 			"store_ok": int64(1), "store_away_since": int64(0),

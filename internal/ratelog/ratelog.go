@@ -2,11 +2,13 @@
 // password, a tag created) without letting the repeats flood the log: the
 // first Burst events of each Window are logged one by one, the others are
 // counted, and one summary line at the end of the window says how many
-// there were.
+// there were ("... 57 more times in the last minute", with the last
+// event's attributes).
 package ratelog
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -97,7 +99,35 @@ func (l *Logger) flush() {
 		return
 	}
 	args := []any{"not_logged", dropped, "since", since.UTC().Format(time.RFC3339), "window", l.window.String(), slog.Group("last", last...)}
-	l.log.Log(context.Background(), l.level, l.msg+" (more, summarised)", args...)
+	l.log.Log(context.Background(), l.level, Summary(l.msg, dropped, l.window), args...)
+}
+
+// Summary is the message of a window's summary line: "cluster: heartbeat
+// failed 57 more times in the last minute"; the last event's attributes
+// follow it in the group "last" (last.err=...).
+func Summary(msg string, n int64, window time.Duration) string {
+	times := "times"
+	if n == 1 {
+		times = "time"
+	}
+	return fmt.Sprintf("%s %d more %s in the last %s", msg, n, times, span(window))
+}
+
+// span is a window as a reader says it: "minute", "10 seconds", "1h30m0s".
+func span(d time.Duration) string {
+	switch {
+	case d == time.Minute:
+		return "minute"
+	case d == time.Hour:
+		return "hour"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%d seconds", d/time.Second)
+	}
+	return d.String()
 }
 
 // Flush ends the current window now, writing its summary (at shutdown).

@@ -38,7 +38,7 @@ func TestBurstThenSummary(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("no summary line:\n%s", buf.String())
 	}
-	for _, want := range []string{"level=WARN", `msg="authentication failed (more, summarised)"`, "not_logged=5", "since=2026-01-02T03:04:05Z", "last.addr=10.0.0.7"} {
+	for _, want := range []string{"level=WARN", `msg="authentication failed 5 more times in the last minute"`, "not_logged=5", "since=2026-01-02T03:04:05Z", "last.addr=10.0.0.7"} {
 		if !strings.Contains(lines[3], want) {
 			t.Errorf("summary %q lacks %q", lines[3], want)
 		}
@@ -50,5 +50,24 @@ func TestBurstThenSummary(t *testing.T) {
 	l.Log("addr", "again")
 	if got := strings.Count(buf.String(), "\n"); got != 5 || len(ends) != 2 {
 		t.Fatalf("after the window: %d lines, %d windows; want 5 and 2:\n%s", got, len(ends), buf.String())
+	}
+}
+
+func TestSummary(t *testing.T) {
+	for _, tc := range []struct {
+		n      int64
+		window time.Duration
+		want   string
+	}{
+		{57, time.Minute, "cluster: heartbeat failed 57 more times in the last minute"},
+		{1, time.Minute, "cluster: heartbeat failed 1 more time in the last minute"},
+		{3, 10 * time.Second, "cluster: heartbeat failed 3 more times in the last 10 seconds"},
+		{3, 5 * time.Minute, "cluster: heartbeat failed 3 more times in the last 5 minutes"},
+		{3, time.Hour, "cluster: heartbeat failed 3 more times in the last hour"},
+		{3, 1500 * time.Millisecond, "cluster: heartbeat failed 3 more times in the last 1.5s"},
+	} {
+		if got := ratelog.Summary("cluster: heartbeat failed", tc.n, tc.window); got != tc.want {
+			t.Errorf("Summary(%d, %v) = %q, want %q", tc.n, tc.window, got, tc.want)
+		}
 	}
 }

@@ -422,8 +422,15 @@ func warnCollation(ctx context.Context, c *persist.Core, log *slog.Logger) {
 	defer cancel()
 	alloc := collation(ctx, c.DB(), "leaf_alloc")
 	if folds(alloc) {
-		log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row",
-			"collation", alloc)
+		cs, _, _ := strings.Cut(alloc, "_")
+		attrs := []any{"collation", alloc,
+			"sql", "ALTER TABLE leaf_alloc MODIFY biz_tag VARCHAR(128) CHARACTER SET " + cs + " COLLATE " + cs + "_bin NOT NULL DEFAULT ''"}
+		if c.GuardEnabled() {
+			attrs = append(attrs, "sql_guard", "ALTER TABLE leaf_guard MODIFY biz_tag VARCHAR(128) CHARACTER SET "+cs+" COLLATE "+cs+"_bin NOT NULL")
+		}
+		log.Warn("persist: leaf_alloc.biz_tag is not compared byte for byte: tags that differ only in case or accents share one row; "+
+			"to compare names byte for byte, stop the servers and run the statements below (sql, then sql_guard), "+
+			"once every client spells each tag as its row does: afterwards another spelling is another tag", attrs...)
 	}
 	if !c.GuardEnabled() {
 		return

@@ -740,6 +740,11 @@ func testRegistryTablesMissing(t *testing.T, db *DB) {
 	if n := strings.Count(logs.String(), "cluster features are off"); n != 1 || !strings.Contains(logs.String(), "CREATE TABLE IF NOT EXISTS leaf_node") {
 		t.Fatalf("%d warnings about the missing cluster tables, want 1 with their CREATE TABLE; logs:\n%s", n, logs.String())
 	}
+	// Each statement on a line of its own, with no \n escapes to undo
+	// before it can be run.
+	if got := strings.Count(logs.String(), "to turn cluster features on, run"); got < 4 || strings.Contains(logs.String(), `\n`) {
+		t.Fatalf("%d lines of statements (want one per table), or escaped newlines; logs:\n%s", got, logs.String())
+	}
 	r := registry(t, s)
 	ctx := t.Context()
 	_, err := r.Join(ctx, nodeInfo("a"), lease)
