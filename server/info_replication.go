@@ -1,6 +1,10 @@
 package server
 
-import "github.com/leaf-id/leaf/persist"
+import (
+	"strings"
+
+	"github.com/leaf-id/leaf/persist"
+)
 
 // replication is the store's replication as last checked
 // (Options.Replication), unknown without it.
@@ -32,6 +36,11 @@ func (s *Server) infoReplication(line func(string, any)) {
 	line("store_replication_sync", r.Sync)
 	line("store_replication_async", r.Async)
 	line("store_replication_state", r.State)
-	line("store_durability_reason", r.Reason)
-	line("store_durability_advice", r.Advice)
+	line("store_durability_reason", infoText(r.Reason))
+	line("store_durability_advice", infoText(r.Advice))
 }
+
+// infoText is free text as an INFO value: without commas, since clients
+// read a value holding both "," and "=" as a list of k=v pairs (redis-py's
+// INFO parser fails on any item without "=").
+func infoText(s string) string { return strings.ReplaceAll(s, ",", ";") }

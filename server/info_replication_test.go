@@ -47,8 +47,10 @@ func TestInfoReplication(t *testing.T) {
 		t.Errorf("LEAF.INFO store_replication %v, store_durability %v", f["store_replication"], f["store_durability"])
 	}
 
+	// Free text with "," and "=" (SQLite's reason has both): written so
+	// that clients do not take it for k=v pairs (redis-py fails on those).
 	results <- persist.Replication{Kind: persist.ReplicationGalera, Safety: persist.Safe, Members: 3, Sync: 2, State: "Primary",
-		Reason: "every commit is certified by the 3 nodes"}
+		Reason: "every commit is certified by the 3 nodes, wsrep_sync_wait=0"}
 	sec := info()
 	var got []string
 	for _, f := range sec.fields {
@@ -58,8 +60,24 @@ func TestInfoReplication(t *testing.T) {
 	}
 	want := "store_replication:galera store_durability:safe store_replication_members:3 store_replication_sync:2 " +
 		"store_replication_async:0 store_replication_state:Primary " +
-		"store_durability_reason:every commit is certified by the 3 nodes store_durability_advice:"
+		"store_durability_reason:every commit is certified by the 3 nodes; wsrep_sync_wait=0 store_durability_advice:"
 	if strings.Join(got, " ") != want {
 		t.Errorf("INFO leaf:\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	// As redis-py reads INFO: a value with "," and "=" must be k=v items.
+	text, err := c.Info(context.Background(), "everything").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(text, "\r\n") {
+		_, v, ok := strings.Cut(l, ":")
+		if !ok || strings.HasPrefix(l, "#") || !strings.Contains(v, ",") || !strings.Contains(v, "=") {
+			continue
+		}
+		for _, item := range strings.Split(v, ",") {
+			if !strings.Contains(item, "=") {
+				t.Errorf("INFO line %q: item %q is not k=v (redis-py's INFO parser fails on it)", l, item)
+			}
+		}
 	}
 }
