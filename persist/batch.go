@@ -537,22 +537,13 @@ func (c *Core) writeRows(ctx context.Context, tx *sql.Tx, tags []*batchTag) erro
 
 // writeSet is writeRows in one UPDATE per table.
 func (c *Core) writeSet(ctx context.Context, tx *sql.Tx, taken []*batchTag) error {
-	var b strings.Builder
-	args := make([]any, 0, 3*len(taken))
-	b.WriteString(`UPDATE leaf_alloc` + c.d.ByKey + ` SET max_id = `)
-	args = caseOf(&b, args, taken, func(bt *batchTag) int64 { return bt.end })
-	b.WriteString(`, update_time = CURRENT_TIMESTAMP WHERE biz_tag IN (` + marks(len(taken)) + `) AND max_id = `)
-	for _, bt := range taken {
-		args = append(args, bt.name)
-	}
-	args = caseOf(&b, args, taken, func(bt *batchTag) int64 { return bt.maxID })
-	if err := c.changed(ctx, tx, "leaf_alloc", b.String(), args, len(taken)); err != nil || !c.guard {
+	if err := c.moveMaxIDs(ctx, tx, taken); err != nil || !c.guard {
 		return err
 	}
 	// As Take's raiseGuard: only ever raised, and never above max_id, so
 	// that run alone (Dialect.Verify) it leaves no guard ahead of max_id.
-	b.Reset()
-	args = args[:0]
+	var b strings.Builder
+	args := make([]any, 0, 3*len(taken))
 	end := func(bt *batchTag) int64 { return bt.end }
 	b.WriteString(`UPDATE leaf_guard` + c.d.ByKey + ` SET high = `)
 	args = caseOf(&b, args, taken, end)
@@ -564,6 +555,22 @@ func (c *Core) writeSet(ctx context.Context, tx *sql.Tx, taken []*batchTag) erro
 	b.WriteString(` AND (SELECT a.max_id FROM leaf_alloc a WHERE a.biz_tag = leaf_guard.biz_tag) >= `)
 	args = caseOf(&b, args, taken, end)
 	return c.changed(ctx, tx, "leaf_guard", b.String(), args, len(taken))
+}
+
+// moveMaxIDs sets max_id of each of tags from its maxID to its end in
+// one UPDATE, a compare-and-set per row, and fails unless every row
+// matched.
+func (c *Core) moveMaxIDs(ctx context.Context, tx *sql.Tx, tags []*batchTag) error {
+	var b strings.Builder
+	args := make([]any, 0, 3*len(tags))
+	b.WriteString(`UPDATE leaf_alloc` + c.d.ByKey + ` SET max_id = `)
+	args = caseOf(&b, args, tags, func(bt *batchTag) int64 { return bt.end })
+	b.WriteString(`, update_time = CURRENT_TIMESTAMP WHERE biz_tag IN (` + marks(len(tags)) + `) AND max_id = `)
+	for _, bt := range tags {
+		args = append(args, bt.name)
+	}
+	args = caseOf(&b, args, tags, func(bt *batchTag) int64 { return bt.maxID })
+	return c.changed(ctx, tx, "leaf_alloc", b.String(), args, len(tags))
 }
 
 // changed runs an UPDATE made at run time and fails unless it changed

@@ -228,17 +228,8 @@ func (c *Core) giveBackChunk(ctx context.Context, tx *sql.Tx, tags []*batchTag, 
 	if len(at) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	args := make([]any, 0, 3*len(at))
-	b.WriteString(`UPDATE leaf_alloc` + c.d.ByKey + ` SET max_id = `)
-	args = caseOf(&b, args, at, func(bt *batchTag) int64 { return bt.end })
-	b.WriteString(`, update_time = CURRENT_TIMESTAMP WHERE biz_tag IN (` + marks(len(at)) + `) AND max_id = `)
-	for _, bt := range at {
-		args = append(args, bt.name)
-	}
-	args = caseOf(&b, args, at, func(bt *batchTag) int64 { return bt.maxID })
 	// The rows are locked: each one read at From must still be there.
-	if err := c.changed(ctx, tx, "leaf_alloc", b.String(), args, len(at)); err != nil {
+	if err := c.moveMaxIDs(ctx, tx, at); err != nil {
 		return err
 	}
 	for _, bt := range at {
@@ -249,8 +240,8 @@ func (c *Core) giveBackChunk(ctx context.Context, tx *sql.Tx, tags []*batchTag, 
 	}
 	// Lowered only where it is at From, as GiveBack's lowerGuard: a guard
 	// above it belongs to ranges handed out elsewhere.
-	b.Reset()
-	args = args[:0]
+	var b strings.Builder
+	args := make([]any, 0, 3*len(at))
 	b.WriteString(`UPDATE leaf_guard` + c.d.ByKey + ` SET high = `)
 	args = caseOf(&b, args, at, func(bt *batchTag) int64 { return bt.end })
 	b.WriteString(` WHERE biz_tag IN (` + marks(len(at)) + `) AND high = `)
