@@ -45,7 +45,8 @@ wait_log() {
 		grep -q -- "$pattern" "$file" 2>/dev/null && return 0
 		sleep 0.1
 	done
-	echo "timed out waiting for '$pattern' in $file" >&2
+	echo "timed out waiting for '$pattern' in $file; it holds:" >&2
+	tail -n 40 "$file" >&2 2>/dev/null || true
 	return 1
 }
 

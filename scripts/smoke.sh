@@ -23,7 +23,8 @@ start() {
 	: >"$work/log"
 	(cd "$work" && exec ./leaf --server.addr=127.0.0.1:0 --store.dsn="$work/leaf.db" --store.create_database) >"$work/log" 2>&1 &
 	pid=$!
-	wait_log "$work/log" 'msg=serving' 20
+	# A safety net, not a measure: a shared machine may be slow to start it.
+	wait_log "$work/log" 'msg=serving' 90
 	port=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/log" | head -1)
 	[ -n "$port" ] || { cat "$work/log" >&2; exit 1; }
 }
