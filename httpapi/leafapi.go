@@ -56,7 +56,7 @@ type springError struct {
 // segmentGet: /api/segment/get/{key} -> the tag's next ID, from the same
 // allocator as INCR.
 func (h *handler) segmentGet(w http.ResponseWriter, r *http.Request) {
-	id, err := h.alloc.Next(h.cr.context(r), r.PathValue("key"))
+	id, err := h.alloc.Next(h.cr.context(r), segment.DBName(0, r.PathValue("key")))
 	if err != nil {
 		h.leafError(w, r, err)
 		return
@@ -99,7 +99,7 @@ func (h *handler) springError(w http.ResponseWriter, r *http.Request, status int
 		Error:     reason,
 		Exception: exception,
 		Message:   message,
-		Path:      r.URL.Path,
+		Path:      r.URL.EscapedPath(), // as the request wrote it, as Spring does
 	})
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.WriteHeader(status)

@@ -82,6 +82,11 @@ func TestLeafAPIErrors(t *testing.T) {
 	}{
 		{"key not exists", "/api/segment/get/nosuch", nil, "-2", "unknown tag"},
 		{"invalid key", "/api/segment/get/" + strings.Repeat("x", segment.MaxTagLen+1), nil, "-2", "invalid tag name"},
+		{"stored name of database 1", "/api/segment/get/%1F1%1Fknown", func(t *testing.T) {
+			if _, err := e.Store.Create(ctx, "\x1f1\x1fknown", 10, ""); err != nil {
+				t.Fatal(err)
+			}
+		}, "-2", "invalid tag name"},
 		{"two segments null", "/api/segment/get/known", func(t *testing.T) {
 			for range 8 {
 				leafID(t, e.URL, "known")

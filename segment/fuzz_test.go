@@ -23,8 +23,11 @@ func FuzzValidTag(f *testing.F) {
 			if !errors.Is(err, ErrBadTag) {
 				t.Fatalf("ValidTag(%q) = %v, want ErrBadTag", name, err)
 			}
-			if _, err := a.Lookup(context.Background(), name); !errors.Is(err, ErrBadTag) {
-				t.Fatalf("Lookup(%q) accepted a name ValidTag refuses: %v", name, err)
+			// As the server asks, in database 0 and in another one.
+			for _, db := range []int{0, 3} {
+				if _, err := a.Lookup(context.Background(), AppendDBName(nil, db, name)); !errors.Is(err, ErrBadTag) {
+					t.Fatalf("Lookup(%q in database %d) accepted a name ValidTag refuses: %v", name, db, err)
+				}
 			}
 			return
 		}
@@ -38,7 +41,7 @@ func FuzzValidTag(f *testing.F) {
 		case name[len(name)-1] == ' ':
 			t.Fatalf("accepted a trailing space in %q", name)
 		}
-		id, err := a.Next(context.Background(), string(name))
+		id, err := a.Next(context.Background(), DBName(0, string(name)))
 		if err != nil || id < 1 {
 			t.Fatalf("Next(%q) = %d, %v", name, id, err)
 		}

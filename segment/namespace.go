@@ -21,15 +21,26 @@ import (
 const dbSep = '\x1f'
 
 // AppendDBName appends to dst the stored name of the tag name of database
-// db: name itself for db 0.
+// db: name itself for db 0. A name of database 0 that opens with the
+// separator (no valid tag does) is given the prefix of "database 0", which
+// no stored name has: otherwise "\x1f1\x1fa" typed in database 0 would
+// reach the tag "a" of database 1.
 func AppendDBName(dst []byte, db int, name []byte) []byte {
-	if db == 0 {
+	if db == 0 && (len(name) == 0 || name[0] != dbSep) {
 		return append(dst, name...)
 	}
 	dst = append(dst, dbSep)
 	dst = strconv.AppendInt(dst, int64(db), 10)
 	dst = append(dst, dbSep)
 	return append(dst, name...)
+}
+
+// DBName is AppendDBName for a name given as a string.
+func DBName(db int, name string) string {
+	if db == 0 && (len(name) == 0 || name[0] != dbSep) {
+		return name
+	}
+	return string(AppendDBName(nil, db, []byte(name)))
 }
 
 // SplitDBName is the database and the tag name of a stored name.

@@ -38,6 +38,17 @@ func TestDBNames(t *testing.T) {
 	// No stored name of a database n > 0 is a name a user may give, so
 	// none collides with a tag of database 0, nor passes ValidTag; and a
 	// prefix that is not canonical is no database's.
+	// A name typed in database 0 that looks like a stored name of another
+	// database does not reach that database's tag: it stays refused.
+	for _, typed := range []string{"\x1f1\x1fa", "\x1f", "\x1f15\x1fa b"} {
+		stored := DBName(0, typed)
+		if db, _ := SplitDBName(stored); db != 0 {
+			t.Errorf("DBName(0, %q) = %q, a name of database %d", typed, stored, db)
+		}
+		if err := validTag(stored); err == nil {
+			t.Errorf("validTag(DBName(0, %q)) accepts it", typed)
+		}
+	}
 	for _, bad := range []string{"\x1f1\x1fa", "\x1f0\x1fa", "\x1f01\x1fa", "\x1f\x1fa", "\x1fx\x1fa", "\x1f12345678901\x1fa"} {
 		if ValidTag([]byte(bad)) == nil {
 			t.Errorf("ValidTag(%q) accepts a stored name", bad)

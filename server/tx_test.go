@@ -248,6 +248,15 @@ func TestSelectNamespaces(t *testing.T) {
 	if got, err := c.Do(ctx, "client", "info").Text(); err != nil || !strings.Contains(got, " db=12 ") {
 		t.Errorf("CLIENT INFO = %q, %v: want db=12", got, err)
 	}
+	// The stored name of db 12's tag, typed in db 0, is a bad name there,
+	// not a way into db 12.
+	if err := c.Do(ctx, "select", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, c, "ERR invalid tag name: control character U+001F", "incr", "\x1f12\x1fa")
+	if v, err := c.Get(ctx, "\x1f12\x1fa").Result(); err != redis.Nil {
+		t.Errorf("GET of db 12's stored name in db 0 = %q, %v; want nil", v, err)
+	}
 }
 
 // TestExistsNeverCreates: EXISTS, TYPE and TTL of an unknown name leave no
