@@ -193,6 +193,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		ConfigFile:       cfg.File,
 		SlowlogThreshold: cfg.Server.SlowlogThreshold,
 		Replication:      replication.Last,
+		StoreID:          replication.StoreID,
 	})
 	web, err := startHTTP(cfg.HTTP, tlsConf, httpapi.New(alloc, httpapi.Options{
 		Server:         srv,

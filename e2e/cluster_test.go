@@ -89,6 +89,22 @@ func TestFloorsEverywhere(t *testing.T) {
 		if len(nodes) != 3 || len(workers) != 3 {
 			t.Fatalf("LEAF.NODES = %v: want 3 servers with 3 worker ids", nodes)
 		}
+		// One store, one identity: in every server's INFO and LEAF.NODES;
+		// a server on a store of its own shows another.
+		ids := map[string]bool{}
+		for _, c := range clients {
+			ids[infoField(t, c, "leaf", "store_id")] = true
+		}
+		for _, n := range nodes {
+			ids[fmt.Sprint(n["store_id"])] = true
+		}
+		if len(ids) != 1 || ids[""] {
+			t.Fatalf("store_id in INFO and LEAF.NODES of servers on one store: %v, want one", ids)
+		}
+		alone := startLeaf(t, t.TempDir())
+		if id := infoField(t, patientClient(t, alone), "leaf", "store_id"); id == "" || ids[id] {
+			t.Fatalf("a server on another store: store_id %q, the shared store's %v", id, ids)
+		}
 
 		// Server 2 stops: live, and silent.
 		stopped := procs[2]

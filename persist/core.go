@@ -93,6 +93,7 @@ type SQLStore struct {
 	backend
 	registry
 	batchGiver
+	identified
 }
 
 // backend and registry are embedded under names of their own, so that the
@@ -101,16 +102,20 @@ type (
 	backend    = Backend
 	registry   = Registry
 	batchGiver = BatchGiver
+	identified = Identified
 )
 
 var (
 	_ Backend    = (*SQLStore)(nil)
 	_ Registry   = (*SQLStore)(nil)
 	_ BatchGiver = (*SQLStore)(nil)
+	_ Identified = (*SQLStore)(nil)
 )
 
 // NewSQLStore is the store of c.
-func NewSQLStore(c *Core) SQLStore { return SQLStore{backend: c, registry: c, batchGiver: c} }
+func NewSQLStore(c *Core) SQLStore {
+	return SQLStore{backend: c, registry: c, batchGiver: c, identified: c}
+}
 
 // Dialect is what differs between the SQL backends; everything else (the
 // statements of the Store and Admin methods, validation, retries) is
@@ -286,6 +291,8 @@ type Core struct {
 	// and tags are read with their mode. Set by InitSchema.
 	cluster bool
 	rq      clusterStatements
+	// identity: leaf_store was there at InitSchema (StoreID reads it).
+	identity bool
 	// folds: Dialect.Folds, as InitSchema found it.
 	folds bool
 }

@@ -43,6 +43,9 @@ func (c *Core) InitSchema(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
+	if err := c.initStoreID(ctx, created); err != nil {
+		return err
+	}
 	if c.readOnly {
 		return c.findCluster(ctx)
 	}

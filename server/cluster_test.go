@@ -54,8 +54,8 @@ func nodes(t *testing.T, c *redis.Client) map[string]map[string]any {
 				f[e[i].(string)] = e[i+1]
 			}
 		}
-		if len(f) != 9 {
-			t.Fatalf("LEAF.NODES entry %v: %d fields, want 9", f, len(f))
+		if len(f) != 10 {
+			t.Fatalf("LEAF.NODES entry %v: %d fields, want 10", f, len(f))
 		}
 		out[f["id"].(string)] = f
 	}
@@ -150,7 +150,8 @@ func TestFloorConfirmedByEveryServer(t *testing.T) {
 
 	got := nodes(t, ca)
 	if len(got) != 2 || got["a"]["self"] != int64(1) || got["b"]["self"] != int64(0) ||
-		got["b"]["addr"] != b.Addr || got["a"]["worker_id"] == got["b"]["worker_id"] {
+		got["b"]["addr"] != b.Addr || got["a"]["worker_id"] == got["b"]["worker_id"] ||
+		got["a"]["store_id"] == "" || got["a"]["store_id"] != nodes(t, cb)["a"]["store_id"] {
 		t.Fatalf("LEAF.NODES = %v", got)
 	}
 	info, err := ca.Info(ctx, "cluster").Result()

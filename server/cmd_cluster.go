@@ -44,12 +44,16 @@ func registerCluster(t table) {
 }
 
 // nodeFields is the number of field/value pairs LEAF.NODES writes per server.
-const nodeFields = 9
+const nodeFields = 10
 
 // cmdLeafNodes: LEAF.NODES -> one entry per live server, ordered by id,
 // each field/value pairs (a map in RESP3): id, addr, version, started
 // (unix ms), worker_id (-1: none), heartbeat_age_ms, lease_left_ms,
-// applied (the last change it applied) and self (1 for this server).
+// applied (the last change it applied), self (1 for this server) and
+// store_id, the identity of the store the list was read from ("" when
+// unknown): servers that list each other share it by definition, and
+// servers meant to share a store whose lists differ show here that they
+// do not.
 func cmdLeafNodes(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 	if s.opts.Cluster == nil {
 		s.writeError(c, conn, errClusterOff)
@@ -66,6 +70,7 @@ func cmdLeafNodes(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		return
 	}
 	self := s.opts.Cluster.Status().Node.ID
+	storeID := s.storeID()
 	conn.WriteArray(len(nodes))
 	for _, n := range nodes {
 		conn.WriteMap(nodeFields)
@@ -87,6 +92,8 @@ func cmdLeafNodes(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		conn.WriteInt64(n.Seen)
 		conn.WriteBulkString("self")
 		writeBool(conn, n.ID == self)
+		conn.WriteBulkString("store_id")
+		conn.WriteBulkString(storeID)
 	}
 }
 

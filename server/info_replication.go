@@ -19,7 +19,16 @@ func (s *Server) replication() persist.Replication {
 	return r
 }
 
-// infoReplication writes INFO leaf's lines of the durability check: how
+// storeID is the store's identity (Options.StoreID), "" when unknown.
+func (s *Server) storeID() string {
+	if s.opts.StoreID == nil {
+		return ""
+	}
+	return s.opts.StoreID()
+}
+
+// infoReplication writes INFO leaf's lines of the durability check: the
+// store's identity (store_id, "" when unknown), how
 // the database replicates (store_replication: single, galera,
 // mysql_replication, postgres_streaming, raft, unknown), whether a
 // failover can lose acknowledged commits and with them ranges already
@@ -29,6 +38,7 @@ func (s *Server) replication() persist.Replication {
 // for its state (Galera's), and why, with what to change when it is not
 // safe.
 func (s *Server) infoReplication(line func(string, any)) {
+	line("store_id", s.storeID())
 	r := s.replication()
 	line("store_replication", r.Kind)
 	line("store_durability", r.Safety.String())

@@ -23,7 +23,7 @@ func TestInfoReplication(t *testing.T) {
 		default:
 		}
 		return last
-	}}})
+	}, StoreID: func() string { return "0123abcd" }}})
 	c := newClient(t, in.Addr, 2, "")
 	mustIncr(t, c, "repl")
 	info := func() infoSection {
@@ -38,6 +38,7 @@ func TestInfoReplication(t *testing.T) {
 		"store_replication": "postgres_streaming", "store_durability": "unsafe", "store_replication_members": "2",
 		"store_replication_sync": "-1", "store_replication_async": "-1", "store_replication_state": "",
 		"store_durability_reason": "1 standby streams asynchronously", "store_durability_advice": "set synchronous_standby_names",
+		"store_id": "0123abcd",
 	} {
 		if v, ok := info().get(k); !ok || v != want {
 			t.Errorf("INFO leaf %s = %q (%v), want %q", k, v, ok, want)

@@ -116,6 +116,11 @@ type Options struct {
 	// last checked (persist/durability): INFO leaf and LEAF.INFO show it.
 	// nil: they say unknown.
 	Replication func() persist.Replication
+	// StoreID, when set, is the store's identity as last read
+	// (persist.Identified): INFO leaf's store_id and LEAF.NODES show it,
+	// so that an operator can tell whether two servers share a store.
+	// nil or "": unknown, or a store without one.
+	StoreID func() string
 
 	// The faces that Redis Cluster and Sentinel clients see
 	// (cmd_cluster_face.go, cmd_sentinel.go).

@@ -4,6 +4,10 @@
 // the result at start and on every change, and a warning whenever a
 // failover could lose ranges already handed out, and with them repeat
 // IDs; INFO, LEAF.INFO and the metrics show the last result (Last).
+//
+// The same checks read the store's identity (persist.Identified): INFO
+// and LEAF.NODES show it (StoreID), and a change of it while the server
+// runs (the DSN's host now names another database) is a warning.
 package durability
 
 import (
@@ -47,8 +51,9 @@ type Watcher struct {
 	log   *slog.Logger
 
 	last atomic.Pointer[persist.Replication]
-	mu   sync.Mutex // one check at a time, so that changes are logged in order
-	seen bool       // a check has answered (under mu)
+	id   atomic.Pointer[string] // the store's identity, as last read
+	mu   sync.Mutex             // one check at a time, so that changes are logged in order
+	seen bool                   // a check has answered (under mu)
 	wg   sync.WaitGroup
 }
 
@@ -68,7 +73,39 @@ func New(store any, opts Options) *Watcher {
 	w := &Watcher{store: store, opts: opts, log: log}
 	unknown := persist.UnknownReplication("not checked yet: the database has not answered")
 	w.last.Store(&unknown)
+	none := ""
+	w.id.Store(&none)
 	return w
+}
+
+// StoreID is the store's identity as last read: "" before a check has
+// read it, or when the store keeps none.
+func (w *Watcher) StoreID() string { return *w.id.Load() }
+
+// checkID reads the store's identity and keeps it; it logs it when first
+// read, and warns when it changes.
+func (w *Watcher) checkID(ctx context.Context) {
+	id, err := persist.StoreID(ctx, w.store)
+	if err != nil {
+		w.log.Debug("store identity: the database did not answer", "err", err)
+		return
+	}
+	prev := w.StoreID()
+	if id == prev {
+		return
+	}
+	w.id.Store(&id)
+	switch {
+	case prev == "":
+		w.log.Info("store identity", "store_id", id)
+	case id == "":
+		w.log.Warn("the store's identity is gone: its row in leaf_store was deleted, or this server now reaches another store "+
+			"that has none; IDs handed out by two stores may repeat", "was", prev)
+	default:
+		w.log.Warn("the store's identity changed: this server now reaches another store than before "+
+			"(store.dsn or its host name now names another database); IDs handed out by two stores may repeat",
+			"was", prev, "store_id", id)
+	}
 }
 
 // Last is the result of the last check that answered (unknown before
@@ -84,6 +121,7 @@ func (w *Watcher) Check(ctx context.Context) (persist.Replication, bool) {
 	defer w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
+	w.checkID(ctx)
 	r, err := persist.Durability(ctx, w.store)
 	if err != nil {
 		w.log.Debug("durability check: the database did not answer", "err", err)

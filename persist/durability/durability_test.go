@@ -192,3 +192,62 @@ func TestStartChecksAgain(t *testing.T) {
 		t.Errorf("%d warnings, want 1:\n%s", len(warn), buf)
 	}
 }
+
+// ids is a store whose identity answers its entries in turn (the last one
+// again once they are used up).
+type ids struct {
+	script
+	ids []answerID
+	n   int
+}
+
+type answerID struct {
+	id  string
+	err error
+}
+
+func (s *ids) StoreID(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.ids[min(s.n, len(s.ids)-1)]
+	s.n++
+	return a.id, a.err
+}
+
+// TestStoreID: each check reads the identity; it is kept through a check
+// the database does not answer, logged when first read, and a change of
+// it is a warning.
+func TestStoreID(t *testing.T) {
+	log, buf := logger()
+	store := &ids{script: script{answers: []answer{{r: single}}},
+		ids: []answerID{{id: "aaa"}, {id: "aaa"}, {err: down}, {id: "bbb"}, {id: ""}}}
+	w := durability.New(store, durability.Options{Logger: log})
+	if got := w.StoreID(); got != "" {
+		t.Fatalf("StoreID before a check = %q", got)
+	}
+	for i, want := range []string{"aaa", "aaa", "aaa", "bbb", ""} {
+		w.Check(t.Context())
+		if got := w.StoreID(); got != want {
+			t.Fatalf("after check %d: StoreID = %q, want %q", i+1, got, want)
+		}
+	}
+	logs := buf.String()
+	for what, n := range map[string]int{
+		`level=INFO msg="store identity" store_id=aaa`:                 1,
+		`msg="the store's identity changed`:                            1,
+		`was=aaa store_id=bbb`:                                         1,
+		`level=WARN msg="the store's identity is gone`:                 1,
+		`level=DEBUG msg="store identity: the database did not answer`: 1,
+	} {
+		if got := strings.Count(logs, what); got != n {
+			t.Errorf("%d lines with %q, want %d; log:\n%s", got, what, n, logs)
+		}
+	}
+	// A store that keeps no identity: "", and nothing logged of it.
+	log2, buf2 := logger()
+	w2 := durability.New(&script{answers: []answer{{r: single}}}, durability.Options{Logger: log2})
+	w2.Check(t.Context())
+	if got := w2.StoreID(); got != "" || strings.Contains(buf2.String(), "identity") {
+		t.Errorf("a store without identity: StoreID %q; log:\n%s", got, buf2.String())
+	}
+}

@@ -86,7 +86,10 @@ type Store struct {
 	prefix  string
 	timeout time.Duration // the deadline of a call whose context has none
 	log     *slog.Logger
-	now     func() time.Time
+	// readOnly: Options.ReadOnly, the caller only reads (StoreID writes
+	// no identity).
+	readOnly bool
+	now      func() time.Time
 
 	// conn is the client, nil until it could be made (with a password, it
 	// logs in, which needs the cluster); dial holds the one attempt to
@@ -135,7 +138,7 @@ func open(ctx context.Context, c Config, opts persist.Options, dial ...grpc.Dial
 		prefix = DefaultPrefix
 	}
 	s := &Store{
-		cfg: cfg, prefix: prefix, timeout: timeout, log: opts.Log(), now: time.Now,
+		cfg: cfg, prefix: prefix, timeout: timeout, log: opts.Log(), now: time.Now, readOnly: opts.ReadOnly,
 		dial: make(chan struct{}, 1), tags: map[string]*tagState{},
 	}
 	err = s.do(ctx, "read "+s.prefix+tagsDir, "", func(ctx context.Context, kv clientv3.KV) error {

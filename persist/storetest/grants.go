@@ -159,6 +159,9 @@ func testSelectUpdateOnly(t *testing.T, g Grants) {
 		"may not insert into leaf_alloc": {"GRANT INSERT ON"},
 		clusterOff:                       clusterOffSays,
 	})
+	if id := storeID(t, s); id != "" {
+		t.Errorf("StoreID = %q without leaf_store, want none", id)
+	}
 	servesLikeLeaf(t, s)
 	cannotCreate(t, s)
 }
@@ -241,14 +244,18 @@ func testWholeDatabaseDML(t *testing.T, g Grants) {
 	mustCreate(t, s, "new", 10, "")
 	wantTake(t, s, "new", 0, persist.Range{Start: 1, End: 11, Step: 10})
 
-	// Once leaf_guard exists, the same user runs with the guard on.
-	_ = g.DB.Open(t)
+	// Once leaf_guard exists, the same user runs with the guard on, and
+	// reads the identity the owner gave the store.
+	owner := g.DB.Open(t)
 	again, err := openLogged(t, g.User(t, "SELECT, INSERT, UPDATE ON *"), false, &logs)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	if !guardOf(t, again) {
 		t.Error("GuardEnabled() = false with leaf_guard there and granted")
+	}
+	if id, want := storeID(t, again), storeID(t, owner); id != want || id == "" {
+		t.Errorf("StoreID as the user = %q, as the owner %q", id, want)
 	}
 	// The registry's tables are there now, but the registry deletes rows
 	// too: without DELETE it is off, saying what to grant; with it, on.

@@ -87,6 +87,8 @@ func Run(t *testing.T, newDB func(t *testing.T) *DB) {
 			}
 		}},
 		{"RegistryTablesMissing", testRegistryTablesMissing},
+		{"Identity", testIdentity},
+		{"IdentityRace", testIdentityRace},
 	}
 	guardTests = append(guardTests, batchGuardTests...)
 	for _, tc := range guardTests {

@@ -113,6 +113,14 @@ func Start(tb testing.TB, opts Options) *Instance {
 		in.Node.Start(ctx)
 		opts.Server.Cluster = in.Node
 	}
+	if opts.Server.StoreID == nil {
+		// As main's durability checks read it: once, here.
+		id, err := persist.StoreID(ctx, db)
+		if err != nil {
+			tb.Fatalf("servertest: store identity: %v", err)
+		}
+		opts.Server.StoreID = func() string { return id }
+	}
 	in.Server = server.New(in.Alloc, opts.Server)
 	go func() { in.served <- in.Server.Serve(ln) }()
 	tb.Cleanup(func() {
