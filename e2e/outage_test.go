@@ -71,10 +71,12 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 	tests := []struct {
 		name           string
 		fault, recover func()
-		// want is in the TRYAGAIN reply: what the request met.
+		// want is in the TRYAGAIN reply: what the request met, in
+		// leaf's words (a driver's own wording for a lost connection
+		// varies with the moment the server died).
 		want []string
 	}{
-		{"Crash", db.kill, db.start, []string{"connection refused", "invalid connection", "bad connection", "connection reset", "broken pipe", "unexpected EOF", "conn closed"}},
+		{"Crash", db.kill, db.start, []string{"the database is unavailable", "no segment within 1s"}},
 		// The paused server accepts connections and never answers: the
 		// load ends at its deadline (or the request's wait does first).
 		{"Hang", db.pause, db.resume, []string{"deadline exceeded", "no segment within 1s"}},
