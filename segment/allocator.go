@@ -588,48 +588,6 @@ func (t *Tag) prepare() {
 	t.mu.Unlock()
 }
 
-// take is Store.Take with its duration observed and its outcome noted.
-func (a *Allocator) take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	mark := a.mark()
-	r, err := a.observedTake(ctx, tag, size)
-	a.noteStore(ctx, err, mark)
-	return r, err
-}
-
-// observedTake is Store.Take with its duration observed (Options.Observe).
-func (a *Allocator) observedTake(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	start := a.opts.Now()
-	r, err := a.store.Take(ctx, tag, size)
-	if a.opts.Observe != nil {
-		a.opts.Observe(a.opts.Now().Sub(start), err)
-	}
-	return r, err
-}
-
-// observedTakes takes the ranges of group: one Take for a single load of
-// a known tag, one TakeBatch otherwise, its duration observed once per
-// load (Options.Observe).
-func (a *Allocator) observedTakes(ctx context.Context, group []plannedLoad) []persist.TakeResult {
-	a.loadRounds.Add(1)
-	if len(group) == 1 && group[0].create == 0 {
-		r, err := a.observedTake(ctx, group[0].t.name, group[0].size)
-		return []persist.TakeResult{{Range: r, Err: err}}
-	}
-	reqs := make([]persist.TakeRequest, len(group))
-	for i, p := range group {
-		reqs[i] = persist.TakeRequest{Tag: p.t.name, Size: p.size, Create: p.create}
-	}
-	start := a.opts.Now()
-	res := a.store.TakeBatch(ctx, reqs)
-	if a.opts.Observe != nil {
-		d := a.opts.Now().Sub(start)
-		for _, r := range res {
-			a.opts.Observe(d, r.Err)
-		}
-	}
-	return res
-}
-
 func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }
 
 // Close stops the loaders and the sync, then gives back what was reserved
