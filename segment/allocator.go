@@ -252,12 +252,6 @@ func (a *Allocator) sync(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-func (a *Allocator) newTag(name string) *Tag {
-	t := &Tag{a: a, name: name}
-	t.cur.Store(a.empty)
-	return t
-}
-
 // Lookup returns the tag named name, looking it up in the database (and
 // creating it when auto-create is on) the first time. Known tags are found
 // without locks or allocations.
@@ -295,22 +289,6 @@ func (a *Allocator) NextN(ctx context.Context, tag string, n int64) (int64, erro
 		}
 	}
 	return t.NextN(ctx, n)
-}
-
-// prepare queues the load of the next segment if the current one is spent
-// and none is held or coming.
-func (t *Tag) prepare() {
-	if t.gen != nil {
-		return
-	}
-	if s := t.cur.Load(); s.value.Load() < s.last {
-		return
-	}
-	t.mu.Lock()
-	if t.next == nil && t.inflight == nil {
-		t.startLoadLocked()
-	}
-	t.mu.Unlock()
 }
 
 func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }

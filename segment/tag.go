@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // maxEnd keeps every range end far enough below math.MaxInt64 that the adds
@@ -65,8 +67,38 @@ type Tag struct {
 	prevRate   float64 // IDs per second over the previous segment
 }
 
+// newTag makes the segment tag named name, before its first load.
+func (a *Allocator) newTag(name string) *Tag {
+	t := &Tag{a: a, name: name}
+	t.cur.Store(a.empty)
+	return t
+}
+
+// newTagOf makes the tag of a row, in the row's mode.
+func (a *Allocator) newTagOf(row persist.Tag) *Tag {
+	t := a.newTag(row.Name)
+	if row.Mode == "" {
+		return t
+	}
+	t.mode = row.Mode
+	if a.opts.Modes == nil {
+		t.gen = failing{fmt.Errorf("%w: tag %q is a %s tag and this server serves segment tags only (cluster features are off)",
+			ErrMode, row.Name, row.Mode)}
+		return t
+	}
+	g, err := a.opts.Modes.Generator(row.Mode, row.Layout)
+	if err != nil {
+		g = failing{fmt.Errorf("tag %q: %w", row.Name, err)}
+	}
+	t.gen = g
+	return t
+}
+
 // Name is the tag's name.
 func (t *Tag) Name() string { return t.name }
+
+// Mode is the tag's mode: "" for segments, persist.ModeSnowflake.
+func (t *Tag) Mode() string { return t.mode }
 
 // genNext takes n IDs from the tag's generator.
 func (t *Tag) genNext(ctx context.Context, n int64) (int64, error) {
@@ -144,6 +176,22 @@ func (t *Tag) take(s *segment, n int64) (last int64, ok bool) {
 func (t *Tag) prefetch(s *segment) {
 	t.mu.Lock()
 	if t.cur.Load() == s && t.next == nil && t.inflight == nil {
+		t.startLoadLocked()
+	}
+	t.mu.Unlock()
+}
+
+// prepare queues the load of the next segment if the current one is spent
+// and none is held or coming.
+func (t *Tag) prepare() {
+	if t.gen != nil {
+		return
+	}
+	if s := t.cur.Load(); s.value.Load() < s.last {
+		return
+	}
+	t.mu.Lock()
+	if t.next == nil && t.inflight == nil {
 		t.startLoadLocked()
 	}
 	t.mu.Unlock()
