@@ -117,6 +117,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// timerFunc is time.AfterFunc as Options.AfterFunc has it.
+func timerFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
 // Allocator hands out IDs for every tag of a Store.
 type Allocator struct {
 	store  persist.Store
@@ -262,6 +267,10 @@ func (a *Allocator) Lookup(ctx context.Context, name []byte) (*Tag, error) {
 	return a.lookupSlow(ctx, string(name))
 }
 
+// Known returns the tag named name if this allocator knows it already, nil
+// otherwise (Lookup would then ask the database). It never blocks.
+func (a *Allocator) Known(name []byte) *Tag { return a.tags.getBytes(name) }
+
 // Next returns the next ID of a tag. It checks the lease (Admit) on the
 // allocator's clock first: it serves callers that no connection layer
 // admits (Leaf's HTTP API).
@@ -291,7 +300,7 @@ func (a *Allocator) NextN(ctx context.Context, tag string, n int64) (int64, erro
 	return t.NextN(ctx, n)
 }
 
-func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }
-
 // MaxBatch is the largest n NextN accepts.
 func (a *Allocator) MaxBatch() int64 { return a.opts.MaxBatch }
+
+func (a *Allocator) nowNanos() int64 { return a.opts.Now().UnixNano() }

@@ -39,7 +39,7 @@
 //
 // # Callers that must not wait
 //
-// Known and TryNextN (try.go) answer from memory or not at all: the tag
+// Known and TryNextN answer from memory or not at all: the tag
 // if this allocator holds it, n IDs if they fit in the current segment.
 // They never call the database nor wait, so a caller that serves many
 // clients on one goroutine (leaf's event loops) uses them first and calls

@@ -275,8 +275,3 @@ func (a *Allocator) stopProbes() {
 	a.h.mu.Unlock()
 	a.h.wg.Wait()
 }
-
-// timerFunc is time.AfterFunc as Options.AfterFunc has it.
-func timerFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
-}
