@@ -36,6 +36,7 @@ import (
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/snowflake"
+	"github.com/leaf-id/leaf/snowflake/configured"
 )
 
 // version and revision are set at build time with -ldflags
@@ -114,7 +115,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	// The generator of every Snowflake tag; its worker id comes from the
 	// cluster registry.
-	layout, err := cli.SnowflakeLayout(cfg.Cluster, time.Now())
+	layout, err := configured.Layout(cfg.Cluster, time.Now())
 	if err != nil {
 		return err
 	}

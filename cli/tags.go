@@ -13,6 +13,7 @@ import (
 	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
+	"github.com/leaf-id/leaf/snowflake/configured"
 )
 
 // maxFloor is the highest floor the allocator accepts.
@@ -177,7 +178,7 @@ func tagsCreate(ctx context.Context, e *env, args []string) error {
 
 // createSnowflake creates a Snowflake tag with the configuration's layout.
 func createSnowflake(ctx context.Context, e *env, s persist.Backend, name string, step int64, desc string) error {
-	layout, err := SnowflakeLayout(e.cfg.Cluster, time.Now())
+	layout, err := configured.Layout(e.cfg.Cluster, time.Now())
 	if err != nil {
 		return err
 	}

@@ -193,9 +193,3 @@ func (a *Allocator) LastIssued(name string) (int64, bool) {
 	}
 	return t.LastIssued()
 }
-
-func (a *Allocator) forgetUnknown(name string) {
-	a.mu.Lock()
-	delete(a.negative, name)
-	a.mu.Unlock()
-}

@@ -39,7 +39,7 @@
 //
 // # Callers that must not wait
 //
-// Known and TryNextN (try.go) answer from memory or not at all: the tag
+// Known and TryNextN answer from memory or not at all: the tag
 // if this allocator holds it, n IDs if they fit in the current segment.
 // They never call the database nor wait, so a caller that serves many
 // clients on one goroutine (leaf's event loops) uses them first and calls
@@ -96,4 +96,17 @@
 // when it missed changes it can no longer read (DropCached), and guards
 // the give-backs of Close (Fence), which never go below a floor it has not
 // applied.
+//
+// # Where the code is
+//
+// Each file holds one flow, or one type: allocator.go the options, the
+// start and the tag sync, and the entry points by name; tag.go a tag
+// serving IDs; loader.go the load of a segment, run by the workers of
+// pool.go; lookup.go the names the tag map does not hold; health.go a
+// database that is away; lease.go and cluster.go what package cluster asks
+// of the allocator; shutdown.go Close and its give-back; step.go the
+// adaptive step; segment.go and tagmap.go a range and the map of tags;
+// admin.go, create.go, mode.go and namespace.go the operator's changes,
+// tag creation, Snowflake tags, tag names and databases; info.go and
+// page.go what the allocator reports.
 package segment

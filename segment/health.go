@@ -253,21 +253,6 @@ func (a *Allocator) probeOnce() {
 	}
 }
 
-// probeLoad runs a load of t now, outside the pool, if t still needs one;
-// it reports whether it did.
-func (t *Tag) probeLoad() bool {
-	t.mu.Lock()
-	if t.next != nil || t.inflight != nil || t.a.closed.Load() {
-		t.mu.Unlock()
-		return false
-	}
-	l := &load{done: make(chan struct{}), started: true}
-	t.inflight = l
-	t.mu.Unlock()
-	t.load(l)
-	return true
-}
-
 // probeLookup resolves name as a lookup would, unless it is known or being
 // looked up; it reports whether it did.
 func (a *Allocator) probeLookup(name string) bool {
@@ -289,9 +274,4 @@ func (a *Allocator) stopProbes() {
 	}
 	a.h.mu.Unlock()
 	a.h.wg.Wait()
-}
-
-// timerFunc is time.AfterFunc as Options.AfterFunc has it.
-func timerFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
 }

@@ -5,17 +5,60 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/leaf-id/leaf/persist"
 )
 
-// Databases (Redis's SELECT n). Database 0 is Leaf's table as it is: a
+// Tag names, and databases (Redis's SELECT n). A tag's name is what
+// ValidTag accepts. Database 0 is Leaf's table as it is: a
 // tag's row is named as the tag. The tag "order" of database n > 0 is
 // stored as "\x1f" + n + "\x1f" + "order": a tag name holds no control
 // character (ValidTag), so no stored name of one database can be the name
 // of a tag of another, nor of any tag an existing Leaf database holds. The
 // prefix takes its bytes from the MaxTagLen of the column, so names in
 // database n may be len(prefix) bytes shorter.
+
+// MaxTagLen is the longest tag name, in bytes (leaf_alloc.biz_tag).
+const MaxTagLen = 128
+
+// ValidTag reports whether name can be a tag: 1..MaxTagLen bytes of UTF-8
+// without control characters, not ending in a space. The error wraps
+// ErrBadTag.
+func ValidTag(name []byte) error { return validName(string(name), MaxTagLen) }
+
+// validTag is ValidTag for a stored name, which may also be the name of a
+// tag of another database (DBName).
+func validTag(name string) error {
+	if _, rest, ok := cutDB(name); ok {
+		return validName(rest, MaxTagLen-(len(name)-len(rest)))
+	}
+	return validName(name, MaxTagLen)
+}
+
+// validName checks a tag's name as its user gave it; limit is the longest
+// it may be, in bytes.
+func validName(name string, limit int) error {
+	if len(name) == 0 {
+		return fmt.Errorf("%w: empty", ErrBadTag)
+	}
+	if len(name) > limit {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrBadTag, len(name), limit)
+	}
+	if name[len(name)-1] == ' ' {
+		// MySQL compares "a" and "a " as equal: two tags would share a row.
+		return fmt.Errorf("%w: ends with a space", ErrBadTag)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("%w: not UTF-8", ErrBadTag)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("%w: control character %U", ErrBadTag, r)
+		}
+	}
+	return nil
+}
 
 // dbSep opens and closes a database's prefix: the ASCII unit separator.
 const dbSep = '\x1f'

@@ -28,3 +28,25 @@ func (p stepPolicy) next(step, floor int64, lasted time.Duration) int64 {
 	}
 	return max(step, floor)
 }
+
+// setStepLocked applies a step changed by an operator: the floor of the
+// adaptive step from now on, and the size of the next load at least.
+func (t *Tag) setStepLocked(step int64) {
+	t.minStep = step
+	t.step = max(t.step, step)
+	t.steps++
+}
+
+// tableStepLocked takes the step a load read from the table, unless an
+// operator changed it since the load was planned: the load may have read
+// the row before the change, and the change must not be undone.
+func (t *Tag) tableStepLocked(step, s0 int64) {
+	if t.steps == s0 {
+		t.minStep = step
+	}
+}
+
+// nextStepLocked is the size the next load would take.
+func (t *Tag) nextStepLocked(now int64) int64 {
+	return t.a.policy.next(t.step, t.minStep, time.Duration(now-t.lastLoad))
+}

@@ -21,10 +21,6 @@ const maxEnd = math.MaxInt64 - 1<<40
 // never wrap around.
 const MaxFloor = maxEnd - 1
 
-// errDiscarded marks a load whose range ended up below a dedicated range
-// taken meanwhile: not an error for waiters, who simply load again.
-var errDiscarded = errors.New("segment: loaded range is below a newer one")
-
 // Tag is one tag's double buffer. Look it up once with Allocator.Lookup and
 // call Next or NextN on it: the hot path is one atomic add on the current
 // segment. A Tag is safe for concurrent use.
@@ -71,17 +67,38 @@ type Tag struct {
 	prevRate   float64 // IDs per second over the previous segment
 }
 
-// load is one segment load; done is closed when it ends, after err is set.
-type load struct {
-	done chan struct{}
-	err  error
-	// Guarded by the tag's mu:
-	low     bool // queued as a background reload, not yet promoted
-	started bool // a worker runs it: the tag's other queue entry, if any, is spent
+// newTag makes the segment tag named name, before its first load.
+func (a *Allocator) newTag(name string) *Tag {
+	t := &Tag{a: a, name: name}
+	t.cur.Store(a.empty)
+	return t
+}
+
+// newTagOf makes the tag of a row, in the row's mode.
+func (a *Allocator) newTagOf(row persist.Tag) *Tag {
+	t := a.newTag(row.Name)
+	if row.Mode == "" {
+		return t
+	}
+	t.mode = row.Mode
+	if a.opts.Modes == nil {
+		t.gen = failing{fmt.Errorf("%w: tag %q is a %s tag and this server serves segment tags only (cluster features are off)",
+			ErrMode, row.Name, row.Mode)}
+		return t
+	}
+	g, err := a.opts.Modes.Generator(row.Mode, row.Layout)
+	if err != nil {
+		g = failing{fmt.Errorf("tag %q: %w", row.Name, err)}
+	}
+	t.gen = g
+	return t
 }
 
 // Name is the tag's name.
 func (t *Tag) Name() string { return t.name }
+
+// Mode is the tag's mode: "" for segments, persist.ModeSnowflake.
+func (t *Tag) Mode() string { return t.mode }
 
 // genNext takes n IDs from the tag's generator.
 func (t *Tag) genNext(ctx context.Context, n int64) (int64, error) {
@@ -139,6 +156,56 @@ func (t *Tag) NextN(ctx context.Context, n int64) (int64, error) {
 	return t.slow(ctx, n)
 }
 
+// Non-blocking variants, for a caller that must never wait (a server's
+// event loop serves many clients on one goroutine): Known (allocator.go)
+// and TryNextN each do what their blocking counterpart (Lookup, NextN) does
+// first, and report false where that one would go on to the database or
+// wait. The caller then calls the blocking one where waiting is fine. See
+// "Callers that must not wait" in doc.go.
+
+// TryNextN is NextN without waiting: it takes n IDs from the current
+// segment when they fit there and returns the last one, exactly as NextN's
+// first step does, or from the next segment when it is loaded and the
+// tag's lock is free to switch to it; otherwise it takes nothing and ok is
+// false, and NextN must be called (it switches segments, takes a dedicated
+// range or waits for a load). It never blocks nor calls the database; it
+// may queue the prefetch, as NextN does.
+func (t *Tag) TryNextN(n int64) (last int64, ok bool) {
+	if n <= 0 || n > t.a.opts.MaxBatch {
+		return 0, false
+	}
+	if t.gen != nil {
+		last, ok = t.gen.TryNextN(n)
+		if ok {
+			t.genIssued.Add(n)
+			t.noteGenLast(last)
+		}
+		return last, ok
+	}
+	if t.a.held.Load() != nil {
+		return 0, false
+	}
+	s := t.cur.Load()
+	if last, ok = t.take(s, n); ok {
+		return last, true
+	}
+	// The next segment may be ready (loaded in a group with others): the
+	// switch to it takes the tag's lock, held only briefly, yet never
+	// waited for here.
+	if !t.mu.TryLock() {
+		return 0, false
+	}
+	switched := t.cur.Load() == s && t.next != nil && n <= t.next.size && !t.a.closed.Load()
+	if switched {
+		t.switchLocked()
+	}
+	t.mu.Unlock()
+	if !switched {
+		return 0, false
+	}
+	return t.take(t.cur.Load(), n)
+}
+
 // take takes n IDs from s with one atomic add, starting the prefetch when
 // the add crosses its point. ok is false when they do not fit.
 func (t *Tag) take(s *segment, n int64) (last int64, ok bool) {
@@ -159,6 +226,22 @@ func (t *Tag) take(s *segment, n int64) (last int64, ok bool) {
 func (t *Tag) prefetch(s *segment) {
 	t.mu.Lock()
 	if t.cur.Load() == s && t.next == nil && t.inflight == nil {
+		t.startLoadLocked()
+	}
+	t.mu.Unlock()
+}
+
+// prepare queues the load of the next segment if the current one is spent
+// and none is held or coming.
+func (t *Tag) prepare() {
+	if t.gen != nil {
+		return
+	}
+	if s := t.cur.Load(); s.value.Load() < s.last {
+		return
+	}
+	t.mu.Lock()
+	if t.next == nil && t.inflight == nil {
 		t.startLoadLocked()
 	}
 	t.mu.Unlock()
@@ -269,415 +352,6 @@ func (t *Tag) switchLocked() {
 		t.pos ^= 1 // the first segment takes slot 0, as in Leaf
 	}
 	t.switchedAt = now
-}
-
-// setStepLocked applies a step changed by an operator: the floor of the
-// adaptive step from now on, and the size of the next load at least.
-func (t *Tag) setStepLocked(step int64) {
-	t.minStep = step
-	t.step = max(t.step, step)
-	t.steps++
-}
-
-// tableStepLocked takes the step a load read from the table, unless an
-// operator changed it since the load was planned: the load may have read
-// the row before the change, and the change must not be undone.
-func (t *Tag) tableStepLocked(step, s0 int64) {
-	if t.steps == s0 {
-		t.minStep = step
-	}
-}
-
-// nextStepLocked is the size the next load would take.
-func (t *Tag) nextStepLocked(now int64) int64 {
-	return t.a.policy.next(t.step, t.minStep, time.Duration(now-t.lastLoad))
-}
-
-// dedicatedLocked takes a range of exactly n for one request, then retires
-// every cached segment below it so later IDs stay higher. t.mu is held on
-// entry and on return, but not during the database call, so the hot path's
-// prefetch never waits on the store.
-//
-// The range is checked against the tag's floor and drop mark as they are
-// when the answer arrives, not as they were when it was asked for: a floor
-// applied meanwhile (it was raised in the store after this range was
-// taken) makes the range a gap, and a range of its own is taken again,
-// above the floor, which the store holds by then.
-func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.a.opts.LoadTimeout)
-	defer cancel()
-	var r persist.Range
-	var err error
-	for attempt := 1; ; attempt++ {
-		h0, s0 := t.high, t.steps
-		d0 := t.a.drops.Load()
-		t.mu.Unlock()
-		r, err = t.a.take(ctx, t.name, n)
-		t.mu.Lock()
-		t.noteTakeLocked(r, err)
-		if err == nil {
-			err = t.checkLocked(r, h0)
-		}
-		if err == nil && t.a.drops.Load() != d0 {
-			err = fmt.Errorf("%w: tag %q: cached IDs were dropped during the load", ErrUnavailable, t.name)
-		}
-		if err == nil && r.Start <= t.floor {
-			t.a.log.Info("a range taken for INCRBY is at or below a floor applied while it was taken; taking another",
-				"tag", t.name, "start", r.Start, "end", r.End, "floor", t.floor)
-			if attempt < maxFloorRetakes {
-				continue
-			}
-			err = fmt.Errorf("%w: tag %q: ranges taken at or below the floor %d %d times", ErrUnavailable, t.name, t.floor, attempt)
-		}
-		if err == nil {
-			t.tableStepLocked(r.Step, s0)
-		}
-		break
-	}
-	if err != nil {
-		t.failLocked(err)
-		if isStoreFault(err) && t.next == nil {
-			t.a.parkIfAwayLocked(t) // the probe loads it
-		}
-		return 0, t.loadErrorLocked(err)
-	}
-	if cur := t.cur.Load(); cur.start < r.Start {
-		t.issued += cur.issued()
-		if last, ok := cur.lastIssued(); ok {
-			t.lastIssued = max(t.lastIssued, last)
-		}
-		t.cur.Store(emptySegment(r.End))
-		t.pos ^= 1
-		t.switchedAt = t.a.nowNanos()
-	}
-	if t.next != nil && t.next.start < r.Start {
-		t.next = nil
-	}
-	t.high = max(t.high, r.End)
-	t.issued += n
-	t.lastIssued = max(t.lastIssued, r.End-1)
-	t.vanished.Store(false)
-	if t.next == nil && t.inflight == nil {
-		t.startLoadLocked() // refill now, so the next request need not wait
-	}
-	return r.End - 1, nil
-}
-
-// maxFloorRetakes bounds the dedicated ranges one INCRBY takes when
-// floors keep arriving above them.
-const maxFloorRetakes = 3
-
-// noteTakeLocked counts what a Take met on the way: the times the
-// database made it run again (Range.Retries), an outcome left unknown
-// (persist.ErrAmbiguous: the range is never served, the next Take starts
-// above it if it was taken), and a repair by the store's persistent guard
-// (logged): the row had gone below IDs handed out before (by any server,
-// this one included), and the store moved the range, and max_id, above
-// them.
-func (t *Tag) noteTakeLocked(r persist.Range, err error) {
-	if errors.Is(err, persist.ErrAmbiguous) {
-		t.ambiguous++
-		t.a.ambiguous.Add(1)
-		t.a.log.Warn("the database may or may not have taken a range (the connection was lost once its commit was sent); the range is never served, the next load starts above it",
-			"tag", t.name, "err", err)
-	}
-	if err != nil {
-		return
-	}
-	t.retries += int64(r.Retries)
-	t.a.retries.Add(int64(r.Retries))
-	if !r.Repaired {
-		return
-	}
-	t.guardRepairs++
-	t.a.guardRepairs.Add(1)
-	t.a.log.Warn("the database answered a range below IDs already handed out (row deleted and re-created, restored, or max_id lowered by hand); the persistent guard moved it above them",
-		"tag", t.name, "database_start", r.Answered, "start", r.Start, "end", r.End)
-}
-
-// checkLocked applies the monotonic guard to a range from the database.
-// h0 is t.high when the request was sent: the database's max_id only grows,
-// so an answer below h0 means someone lowered it.
-func (t *Tag) checkLocked(r persist.Range, h0 int64) error {
-	if r.Start < h0 {
-		t.guardTrips++
-		t.a.guardTrips.Add(1)
-		t.a.log.Error("refused a range below IDs already reserved: max_id was lowered in the database",
-			"tag", t.name, "start", r.Start, "end", r.End, "reserved_up_to", h0)
-		return fmt.Errorf("%w: tag %q: database gave [%d, %d), IDs up to %d are reserved; raise max_id above %d",
-			ErrGuard, t.name, r.Start, r.End, h0-1, h0-1)
-	}
-	if r.End > maxEnd {
-		return fmt.Errorf("%w: tag %q", ErrOverflow, t.name)
-	}
-	return nil
-}
-
-// startLoadLocked queues a load of the next segment. It returns nil when the
-// allocator is closed.
-func (t *Tag) startLoadLocked() *load {
-	l := &load{done: make(chan struct{})}
-	t.inflight = l
-	if !t.a.pool.push(t) {
-		t.inflight = nil
-		return nil
-	}
-	return l
-}
-
-// reloadLocked queues a background reload of the next segment (after an
-// outage), which requests do not wait behind.
-func (t *Tag) reloadLocked() {
-	l := &load{done: make(chan struct{}), low: true}
-	t.inflight = l
-	if !t.a.pool.pushLow(t) {
-		t.inflight = nil
-	}
-}
-
-// promoteLocked moves l, the load a request is about to wait for, ahead of
-// the background reloads if it is one of them and has not started.
-func (t *Tag) promoteLocked(l *load) {
-	if l.low && !l.started {
-		l.low = false
-		t.a.pool.push(t)
-	}
-}
-
-// plannedLoad is one load of a group: the tag, its load, and what was
-// decided before the store call.
-type plannedLoad struct {
-	t      *Tag
-	l      *load
-	size   int64 // 0: the table's step, for the first segment
-	h0     int64 // t.high when the request was sent
-	first  bool
-	create int64 // the step to create the row with, for a lookup with auto-create
-	d0     int64 // DropCached calls when it was planned: a range across one is refused
-	s0     int64 // the tag's steps when it was planned
-}
-
-// runLoads is a loader worker's job: the loads of ts, as one store round
-// trip. While the store is away no load reaches it: each tag is parked
-// until the store is back (a lookup fails at once), and its load ends at
-// once.
-func (a *Allocator) runLoads(ts []*Tag) {
-	group := make([]plannedLoad, 0, len(ts))
-	for _, t := range ts {
-		if p, ok := t.startRun(); ok {
-			group = append(group, p)
-		}
-	}
-	a.loadGroup(group)
-}
-
-// startRun starts the tag's queued load for a worker, unless another
-// queue entry ran it; ok is false when there is nothing to send.
-func (t *Tag) startRun() (p plannedLoad, ok bool) {
-	t.mu.Lock()
-	l := t.inflight
-	if l == nil || l.started {
-		t.mu.Unlock()
-		return plannedLoad{}, false // the tag's entry in the other queue ran this load
-	}
-	l.started = true
-	c := t.lookup
-	if c != nil && t.a.h.state.Load().away || c == nil && t.a.parkIfAwayLocked(t) {
-		t.inflight = nil
-		t.lookup = nil
-		l.err = t.a.awayError(t.name)
-		close(l.done)
-		t.mu.Unlock()
-		if c != nil {
-			t.a.endLookup(c, t, t.a.refuseName(t.name))
-		}
-		return plannedLoad{}, false
-	}
-	p = t.planLocked(l)
-	t.mu.Unlock()
-	return p, true
-}
-
-// planLocked decides what l, the tag's load in flight, asks of the store.
-func (t *Tag) planLocked(l *load) plannedLoad {
-	p := plannedLoad{t: t, l: l, first: !t.init, h0: t.high, d0: t.a.drops.Load(), s0: t.steps}
-	if !p.first {
-		p.size = t.nextStepLocked(t.a.nowNanos())
-	}
-	if t.lookup != nil && t.a.opts.AutoCreate {
-		p.create = t.a.opts.DefaultStep
-	}
-	return p
-}
-
-// load takes the next segment from the store for l, the tag's load in
-// flight, and ends it, outside the pool (a probe).
-func (t *Tag) load(l *load) {
-	t.mu.Lock()
-	p := t.planLocked(l)
-	t.mu.Unlock()
-	t.a.loadGroup([]plannedLoad{p})
-}
-
-// loadGroup takes the segments of group from the store in one round trip
-// (a Take for a single load of a known tag, a TakeBatch otherwise) and
-// ends each load.
-func (a *Allocator) loadGroup(group []plannedLoad) {
-	if len(group) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.opts.LoadTimeout)
-	mark := a.mark()
-	res := a.observedTakes(ctx, group)
-	cancel()
-	// Judged before any outcome is noted: one noted answer would make the
-	// others' failures look like those of a store that answers.
-	outage := make([]bool, len(group))
-	for i := range group {
-		outage[i] = a.outage(context.Background(), res[i].Err, mark)
-	}
-	for i, p := range group {
-		p.t.finishLoad(p, res[i], outage[i])
-	}
-}
-
-// finishLoad ends p's load with res, the store's answer; outage: res's
-// failure makes the store away.
-func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
-	a := t.a
-	r, err := res.Range, res.Err
-	if !outage {
-		a.noteOutcome(err, false) // before the waiters learn it: no lock held
-	}
-
-	t.mu.Lock()
-	t.noteTakeLocked(r, err)
-	if err == nil {
-		err = t.checkLocked(r, p.h0)
-	}
-	if err == nil && (r.Start < t.high || a.drops.Load() != p.d0) {
-		err = errDiscarded
-	}
-	lookup := t.lookup != nil
-	if err == nil {
-		now := a.nowNanos()
-		t.next = newSegment(r.Start, r.End, a.opts.PrefetchAt, now)
-		t.high = r.End
-		t.tableStepLocked(r.Step, p.s0)
-		t.step = max(r.Size(), t.minStep)
-		if p.first {
-			t.step = r.Size()
-			t.init = true
-		}
-		t.lastLoad = now
-		t.loads++
-		t.failures = 0
-		t.vanished.Store(false)
-	} else if !errors.Is(err, errDiscarded) && !lookup {
-		t.failLocked(err)
-	}
-	t.inflight = nil
-	p.l.err = err
-	close(p.l.done)
-	if err != nil && t.next == nil && !lookup {
-		switch {
-		case errors.Is(err, errDiscarded):
-			t.startLoadLocked()
-		case outage:
-			// This failure makes the store away, if it is not already:
-			// the probe, or the end of the episode, loads the tag.
-			a.parkLocked(t)
-		default:
-			t.scheduleRetryLocked()
-		}
-	}
-	var lookupErr error
-	c := t.lookup
-	t.lookup = nil
-	switch {
-	case lookup && errors.Is(err, errDiscarded):
-		// A floor (or a drop) reached the tag while its first load was on
-		// its way: the range is a gap, and the name is looked up again,
-		// its first load then starting above what the store now holds.
-		lookupErr = errLookupAgain
-	case lookup && err != nil:
-		lookupErr = t.lookupErrorLocked(err)
-	case lookup && !res.Created:
-		lookupErr = errLookupAgain
-	}
-	t.mu.Unlock()
-	if lookup {
-		if err == nil && res.Created {
-			a.noteCreated("tag", t.name, "step", p.create)
-		}
-		a.endLookup(c, t, lookupErr)
-	}
-	if outage {
-		// Noted once this load's waiters have its outcome: the store going
-		// away releases the other requests waiting, not these.
-		a.noteOutcome(err, true)
-	}
-}
-
-// lookupErrorLocked is the error of the lookup of an unknown name whose
-// first load failed with err.
-func (t *Tag) lookupErrorLocked(err error) error {
-	switch {
-	case errors.Is(err, persist.ErrNotFound):
-		return fmt.Errorf("%w: %q (auto-create is off)", ErrUnknownTag, t.name)
-	case errors.Is(err, persist.ErrDenied):
-		return fmt.Errorf("%w: %q, and it cannot be created: %w", ErrUnknownTag, t.name, err)
-	case isStoreFault(err):
-		t.a.keepLookup(t.name)
-	}
-	return t.loadErrorLocked(err)
-}
-
-// failLocked records a failed database call.
-func (t *Tag) failLocked(err error) {
-	t.loadFailures++
-	t.failures++
-	t.lastErr = err
-	t.lastErrAt = t.a.nowNanos()
-	t.a.loadFailures.Add(1)
-	if errors.Is(err, persist.ErrNotFound) && !t.vanished.Swap(true) {
-		t.a.log.Warn("tag row is gone from the database; serving the IDs already reserved", "tag", t.name)
-	}
-	t.a.loadFailLog.Log("tag", t.name, "err", err)
-}
-
-// scheduleRetryLocked retries a failed load after an exponential backoff, so
-// a tag refills on its own once the database is back.
-func (t *Tag) scheduleRetryLocked() {
-	if t.retry != nil || t.a.closed.Load() {
-		return
-	}
-	d := t.a.opts.RetryBackoff << min(max(t.failures-1, 0), 8)
-	d = min(d, t.a.opts.MaxRetryBackoff)
-	t.retry = t.a.opts.AfterFunc(d, func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.retry = nil
-		if t.next == nil && t.inflight == nil && !t.a.closed.Load() {
-			t.startLoadLocked()
-		}
-	})
-}
-
-// loadErrorLocked turns a failed load into the error a caller sees.
-func (t *Tag) loadErrorLocked(err error) error {
-	switch {
-	case errors.Is(err, ErrGuard), errors.Is(err, ErrOverflow), errors.Is(err, ErrClosed), errors.Is(err, ErrStoreAway):
-		return err
-	case errors.Is(err, persist.ErrOverflow):
-		// The row's max_id is at the end of the range: no retry helps.
-		return fmt.Errorf("%w: tag %q: %w", ErrOverflow, t.name, err)
-	case errors.Is(err, persist.ErrNotFound):
-		return fmt.Errorf("%w: tag %q: its cached IDs are spent; re-create the row with max_id above %d",
-			ErrTagGone, t.name, t.high-1)
-	default:
-		return fmt.Errorf("%w: tag %q: %w", ErrUnavailable, t.name, err)
-	}
 }
 
 // timeoutError is the error of a request that waited load_timeout.
