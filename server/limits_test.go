@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/internal/rawresp"
-	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -249,11 +249,8 @@ func readBulk(t *testing.T, lc *rawresp.Conn) string {
 func TestIdleTimeout(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			bs := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
-			a, _ := newAlloc(t, "", segment.DefaultOptions(), func(s persist.Store) persist.Store {
-				bs.Store = s
-				return bs
-			})
+			hold := faultstore.NewHold()
+			a, _ := newAlloc(t, "", segment.DefaultOptions(), holdTakes(hold, ""))
 			var logs logbuf.Buffer
 			s := New(a, Options{EventLoops: tr.loops, IdleTimeout: 300 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -272,7 +269,7 @@ func TestIdleTimeout(t *testing.T) {
 			busy := rawresp.Dial(t, addr)
 			busy.Send(rawresp.Cmd("INCR", "slow"))
 			select {
-			case <-bs.entered: // the INCR waits on the database
+			case <-hold.Entered(): // the INCR waits on the database
 			case <-time.After(30 * time.Second): // a safety net
 				t.Fatal("the INCR never reached the database")
 			}
@@ -280,7 +277,7 @@ func TestIdleTimeout(t *testing.T) {
 			// as idle, the busy one has been waiting longer.
 			later := rawresp.Dial(t, addr)
 			later.ExpectClosed()
-			close(bs.release)
+			hold.Release()
 			busy.Expect(":1\r\n")
 			if !strings.Contains(logs.String(), "closing idle client") {
 				t.Errorf("no log line for the idle clients:\n%s", logs.String())

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
@@ -405,42 +405,24 @@ func TestUnknownTagWithoutAutoCreate(t *testing.T) {
 	})
 }
 
-// outageStore fails Take while down is set.
-type outageStore struct {
-	persist.Store
-	down atomic.Bool
-}
-
 var errOutage = errors.New("injected outage")
-
-func (s *outageStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	if s.down.Load() {
-		return persist.Range{}, errOutage
-	}
-	return s.Store.Take(ctx, tag, size)
-}
-
-// TakeBatch takes each request through Take.
-func (s *outageStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
-}
 
 // TestDatabaseDown: the first request waits for its load and gets its
 // error; from then on the database is away and requests that need it
 // answer at once, saying since when, until a probe finds it back.
 func TestDatabaseDown(t *testing.T) {
-	var store *outageStore
+	var store *faultstore.Store
 	probe := &servertest.Probes{}
 	so := segment.DefaultOptions()
 	so.AfterFunc = probe.AfterFunc
 	in := servertest.Start(t, servertest.Options{Segment: &so, Wrap: func(s persist.Store) persist.Store {
-		store = &outageStore{Store: s}
+		store = faultstore.New(s)
 		return store
 	}})
 	forEachProtocol(t, func(t *testing.T, proto int) {
 		c := newClient(t, in.Addr, proto, "")
 		tag := "down" + strconv.Itoa(proto)
-		store.down.Store(true)
+		store.Fail(errOutage, faultstore.OpTake)
 		want := "TRYAGAIN no cached IDs for tag '" + tag + "' and the database is unavailable: "
 		wantErr(t, c, want+"injected outage", "INCR", tag)
 		err := c.Do(context.Background(), "INCRBY", tag, "5").Err()
@@ -459,7 +441,7 @@ func TestDatabaseDown(t *testing.T) {
 		if f := leafInfo(t, c, tag); f["store_ok"] != int64(0) || f["store_away_since"] == int64(0) {
 			t.Errorf("LEAF.INFO during the outage: store_ok %v, store_away_since %v", f["store_ok"], f["store_away_since"])
 		}
-		store.down.Store(false)
+		store.Fail(nil)
 		probe.Run(t)
 		if id := mustIncr(t, c, tag); id != 1 {
 			t.Errorf("INCR once the database is back = %d, want 1", id)
