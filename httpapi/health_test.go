@@ -13,7 +13,7 @@ import (
 func TestHealthz(t *testing.T) {
 	e := start(t, setup{})
 	for _, down := range []bool{false, true} {
-		e.store.down.Store(down)
+		e.storeDown(down)
 		r := get(t, e.URL+"/healthz")
 		if r.status != http.StatusOK || r.body != "ok\n" {
 			t.Fatalf("store down %v: GET /healthz = %d %q, want 200 \"ok\\n\"", down, r.status, r.body)
@@ -48,7 +48,7 @@ func TestReadyzFlips(t *testing.T) {
 	}
 	t.Run("store up", func(t *testing.T) { readyz(t, http.StatusOK, "ok") })
 
-	e.store.down.Store(true)
+	e.storeDown(true)
 	if err := e.Alloc.Sync(ctx); err == nil {
 		t.Fatal("Sync with the store down: no error")
 	}
@@ -85,7 +85,7 @@ func TestReadyzFlips(t *testing.T) {
 		}
 	})
 
-	e.store.down.Store(false)
+	e.storeDown(false)
 	probes.Run(t) // finds the store back and loads r
 	if err := c.Incr(ctx, "r").Err(); err != nil {
 		t.Fatalf("INCR r with the store back: %v", err)
@@ -104,7 +104,7 @@ func TestReadyzFlips(t *testing.T) {
 // nothing to serve.
 func TestReadyzNothingCached(t *testing.T) {
 	e := start(t, setup{})
-	e.store.down.Store(true)
+	e.storeDown(true)
 	if err := e.Alloc.Sync(context.Background()); err == nil {
 		t.Fatal("Sync with the store down: no error")
 	}

@@ -92,7 +92,7 @@ func TestLeafAPIErrors(t *testing.T) {
 				leafID(t, e.URL, "known")
 			}
 			// Down before the last ID, whose issue starts the prefetch.
-			e.store.down.Store(true)
+			e.storeDown(true)
 			if got := leafID(t, e.URL, "known"); got != 10 {
 				t.Fatalf("last cached ID %d, want 10", got)
 			}
