@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server/servertest"
 )
@@ -43,7 +44,7 @@ func TestReadyzFlips(t *testing.T) {
 		}
 	}
 
-	if got := incr(t, c, "r"); got != 1 {
+	if got := redistest.Incr(t, c, "r"); got != 1 {
 		t.Fatalf("first ID %d, want 1", got)
 	}
 	t.Run("store up", func(t *testing.T) { readyz(t, http.StatusOK, "ok") })
@@ -62,7 +63,7 @@ func TestReadyzFlips(t *testing.T) {
 	})
 
 	for want := int64(2); want <= 10; want++ {
-		if got := incr(t, c, "r"); got != want {
+		if got := redistest.Incr(t, c, "r"); got != want {
 			t.Fatalf("ID %d, want %d", got, want)
 		}
 	}

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -116,15 +115,6 @@ func (e *env) client(t *testing.T) *redis.Client {
 	c := redis.NewClient(redistest.Options(&redis.Options{Addr: e.Addr, PoolSize: 1, MaxRetries: -1}))
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func incr(t *testing.T, c *redis.Client, tag string) int64 {
-	t.Helper()
-	id, err := c.Incr(context.Background(), tag).Result()
-	if err != nil {
-		t.Fatalf("INCR %s: %v", tag, err)
-	}
-	return id
 }
 
 // response is an HTTP answer, read whole.

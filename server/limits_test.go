@@ -14,6 +14,7 @@ import (
 	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/internal/rawresp"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -175,18 +176,6 @@ func TestUnauthenticatedCaps(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, failing after a generous safety
-// net; it waits for an event, it asserts no timing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestMaxClients: beyond max_clients a new connection gets Redis's error
 // and is closed, is counted in INFO, and hurts no open connection; once a
 // client leaves, a new one is served.
@@ -216,7 +205,7 @@ func TestMaxClients(t *testing.T) {
 			open[2].Send(rawresp.Cmd("QUIT"))
 			open[2].Expect("+OK\r\n")
 			open[2].ExpectClosed()
-			waitFor(t, "the client to be unregistered", func() bool { return s.connectedClients() == 2 })
+			redistest.WaitFor(t, "the client to be unregistered", func() bool { return s.connectedClients() == 2 })
 			lc := rawresp.Dial(t, addr)
 			lc.Send(rawresp.Cmd("INCR", "m"))
 			lc.Expect(":2\r\n")
