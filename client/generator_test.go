@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/client"
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
@@ -260,38 +260,20 @@ func TestSilentServer(t *testing.T) {
 	}
 }
 
-// outageStore fails every Take while down: leaf then answers TRYAGAIN.
-type outageStore struct {
-	persist.Store
-	down atomic.Bool
-}
-
-func (s *outageStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	if s.down.Load() {
-		return persist.Range{}, errors.New("injected outage")
-	}
-	return s.Store.Take(ctx, tag, size)
-}
-
-// TakeBatch takes each request through Take.
-func (s *outageStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
-}
-
 // TestTryAgain: leaf's TRYAGAIN (its database is down and it has no IDs
 // cached) is ErrUnavailable with the server's reply; once leaf's probe has
 // found the database back, the same generator serves again.
 func TestTryAgain(t *testing.T) {
-	var store *outageStore
+	var store *faultstore.Store
 	probes := &servertest.Probes{}
 	so := segment.DefaultOptions()
 	so.AfterFunc = probes.AfterFunc
 	in := servertest.Start(t, servertest.Options{Segment: &so, Wrap: func(s persist.Store) persist.Store {
-		store = &outageStore{Store: s}
+		store = faultstore.New(s)
 		return store
 	}})
 	g := newGen(t, newRedis(t, in.Addr), "outage", client.Options{})
-	store.down.Store(true)
+	store.Fail(errors.New("injected outage"), faultstore.OpTake) // leaf then answers TRYAGAIN
 	_, err := g.Next(patient(t))
 	wantIs(t, err, client.ErrUnavailable)
 	var reply redis.Error
@@ -301,7 +283,7 @@ func TestTryAgain(t *testing.T) {
 	if s := g.Stats(); s.Failures != 1 || s.LastError == nil {
 		t.Errorf("Stats() = %+v, want one failure", s)
 	}
-	store.down.Store(false)
+	store.Fail(nil)
 	probes.Run(t)
 	if id := next(t, g); id != 1 {
 		t.Errorf("Next once the database is back = %d, want 1", id)

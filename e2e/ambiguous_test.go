@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 )
 
@@ -30,12 +31,12 @@ func TestAmbiguousCommit(t *testing.T) {
 
 	var served []int64
 	for range 20 { // past the prefetch point (10%)
-		served = append(served, incr(t, c, tag))
+		served = append(served, redistest.Incr(t, c, tag))
 	}
 	nextReady(t, c, tag) // [1, 101) and [101, 201) cached
 	proxy.Arm(postgrestest.AfterCommit)
 	for range 180 { // through the second segment: its prefetch is cut
-		served = append(served, incr(t, c, tag))
+		served = append(served, redistest.Incr(t, c, tag))
 	}
 	select {
 	case <-proxy.Cuts():
@@ -54,7 +55,7 @@ func TestAmbiguousCommit(t *testing.T) {
 	}
 	served = append(served, id)
 	for range 150 {
-		served = append(served, incr(t, c, tag))
+		served = append(served, redistest.Incr(t, c, tag))
 	}
 	for i, id := range served {
 		if id >= 201 && id < 301 {

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // The chaos schedule. The kills are paced by the IDs the clients receive,
@@ -176,7 +178,7 @@ func runChaosWith(t *testing.T, dir string, env []string, o chaosOptions) (res c
 			t.Errorf("tag %s: no ID received", tag)
 			continue
 		}
-		if id := incr(t, c, tag); id <= h {
+		if id := redistest.Incr(t, c, tag); id <= h {
 			t.Errorf("tag %s: a new process hands out %d, at or below %d already handed out", tag, id, h)
 		}
 	}

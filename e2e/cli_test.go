@@ -78,7 +78,7 @@ func TestCLIBinary(t *testing.T) {
 		t.Fatalf("the default store: %v", err)
 	}
 	p := startLeaf(t, dir)
-	if id := incr(t, p.client(t), "order"); id != 5001 {
+	if id := redistest.Incr(t, p.client(t), "order"); id != 5001 {
 		t.Fatalf("INCR order after leaf tags floor order 5000 = %d, want 5001", id)
 	}
 	p.Stop(syscall.SIGTERM)
@@ -98,7 +98,7 @@ func TestAdminPasswordProcess(t *testing.T) {
 	if v, err := admin.Do(ctx, "LEAF.FLOOR", "order", "100").Int64(); err != nil || v != 100 {
 		t.Fatalf("LEAF.FLOOR as admin = %d, %v; want 100", v, err)
 	}
-	if id := incr(t, c, "order"); id != 101 {
+	if id := redistest.Incr(t, c, "order"); id != 101 {
 		t.Fatalf("INCR after LEAF.FLOOR 100 = %d, want 101", id)
 	}
 	p.Stop(syscall.SIGTERM)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/logbuf"
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 const (
@@ -164,7 +165,7 @@ func runClientProcesses(t *testing.T, bin, dir string, env []string) {
 
 	// A new server continues above them all.
 	p := startLeaf(t, dir, env...)
-	if id := incr(t, patientClient(t, p), cpTag); id <= highest {
+	if id := redistest.Incr(t, patientClient(t, p), cpTag); id <= highest {
 		t.Errorf("a new server hands out %d, at or below %d already handed out", id, highest)
 	}
 	p.Stop(syscall.SIGTERM)

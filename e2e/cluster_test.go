@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // clusterEnv: heartbeats every 100ms, so changes are confirmed quickly;
@@ -57,7 +59,7 @@ func TestFloorsEverywhere(t *testing.T) {
 		}
 		ctx := context.Background()
 		for i, c := range clients {
-			if id := incr(t, c, "migrate"); id > 1_000_000 {
+			if id := redistest.Incr(t, c, "migrate"); id > 1_000_000 {
 				t.Fatalf("server %d's first ID %d: the test needs IDs below the floor cached", i, id)
 			}
 		}
@@ -65,7 +67,7 @@ func TestFloorsEverywhere(t *testing.T) {
 			t.Fatalf("LEAF.FLOOR = %d, %v", f, err)
 		}
 		for i, c := range clients {
-			if id := incr(t, c, "migrate"); id <= 1_000_000 {
+			if id := redistest.Incr(t, c, "migrate"); id <= 1_000_000 {
 				t.Fatalf("server %d handed out %d after LEAF.FLOOR migrate 1000000 answered", i, id)
 			}
 		}
@@ -73,7 +75,7 @@ func TestFloorsEverywhere(t *testing.T) {
 			t.Fatalf("SET: %v", err)
 		}
 		for i, c := range clients {
-			if id := incr(t, c, "migrate"); id <= 2_000_000 {
+			if id := redistest.Incr(t, c, "migrate"); id <= 2_000_000 {
 				t.Fatalf("server %d handed out %d after SET migrate 2000000 answered", i, id)
 			}
 		}
@@ -135,7 +137,7 @@ func TestFloorsEverywhere(t *testing.T) {
 			!strings.Contains(err.Error(), "("+stopped.Addr+")") || strings.Contains(err.Error(), procs[1].Addr) {
 			t.Fatalf("LEAF.FLOOR with server 2 stopped: %v; want an error naming %s alone", err, stopped.Addr)
 		}
-		if id := incr(t, clients[1], "migrate"); id <= 3_000_000 {
+		if id := redistest.Incr(t, clients[1], "migrate"); id <= 3_000_000 {
 			t.Fatalf("server 1 handed out %d after confirming the floor 3000000", id)
 		}
 		if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -148,7 +150,7 @@ func TestFloorsEverywhere(t *testing.T) {
 			applied = liveNodes(t, clients[0])[stopped.Addr]["applied"].(int64)
 			return applied >= head
 		}, func() string { return fmt.Sprintf("server 2 applied change %d, not %d", applied, head) })
-		if id := incr(t, clients[2], "migrate"); id <= 3_000_000 {
+		if id := redistest.Incr(t, clients[2], "migrate"); id <= 3_000_000 {
 			t.Fatalf("server 2 handed out %d after confirming the floor 3000000", id)
 		}
 		for _, p := range procs {
@@ -215,7 +217,7 @@ func TestSnowflakeStopsOnPausedStore(t *testing.T) {
 	for range 100 {
 		take()
 	}
-	incr(t, c, "seg") // a segment of 1000 cached
+	redistest.Incr(t, c, "seg") // a segment of 1000 cached
 
 	db.pause()
 	resumed := false

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
@@ -52,8 +53,8 @@ func checkDurability(t *testing.T, env []string, want durabilityWant) {
 	if advice := info["store_durability_advice"]; (want.durability == "unsafe") != (advice != "") {
 		t.Errorf("INFO leaf store_durability_advice = %q with %s", advice, want.durability)
 	}
-	incr(t, c, "durable")
-	if f := leafInfo(t, c, "durable"); f["store_replication"] != want.kind || f["store_durability"] != want.durability {
+	redistest.Incr(t, c, "durable")
+	if f := redistest.LeafInfo(t, c, "durable"); f["store_replication"] != want.kind || f["store_durability"] != want.durability {
 		t.Errorf("LEAF.INFO store_replication %v, store_durability %v", f["store_replication"], f["store_durability"])
 	}
 	_, body := httpGet(t, p.httpBase(t)+"/metrics")

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 )
 
@@ -85,7 +86,7 @@ func TestEtcdQuorumLost(t *testing.T) {
 			c := patientClient(t, p)
 			var last int64
 			for range 20 { // past the prefetch point (10%)
-				last = incr(t, c, tag)
+				last = redistest.Incr(t, c, tag)
 			}
 			nextReady(t, c, tag)
 
@@ -106,7 +107,7 @@ func TestEtcdQuorumLost(t *testing.T) {
 			})
 			t.Logf("members %q down (%s)", down, tc.fault)
 
-			runway := infoInt(t, leafInfo(t, c, tag), "runway_ids")
+			runway := infoInt(t, redistest.LeafInfo(t, c, tag), "runway_ids")
 			if runway != 180 {
 				t.Fatalf("runway_ids = %d with 20 of 200 cached IDs used, want 180", runway)
 			}
@@ -212,7 +213,7 @@ func TestEtcdPassword(t *testing.T) {
 
 	t.Run("LogsIn", func(t *testing.T) {
 		p := startLeaf(t, t.TempDir(), env(withUser(pw, e.endpoints))...)
-		if id := incr(t, p.client(t), "pw"); id != 1 {
+		if id := redistest.Incr(t, p.client(t), "pw"); id != 1 {
 			t.Fatalf("INCR = %d, want 1", id)
 		}
 		p.Stop(syscall.SIGTERM)

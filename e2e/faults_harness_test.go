@@ -21,6 +21,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
@@ -305,30 +306,6 @@ func patientClient(t testing.TB, p *proc) *redis.Client {
 	return c
 }
 
-// leafInfo returns LEAF.INFO tag as a map; integers as int64, text as
-// string, whatever the protocol.
-func leafInfo(t testing.TB, c *redis.Client, tag string) map[string]any {
-	t.Helper()
-	v, err := c.Do(context.Background(), "LEAF.INFO", tag).Result()
-	if err != nil {
-		t.Fatalf("LEAF.INFO %s: %v", tag, err)
-	}
-	out := map[string]any{}
-	switch v := v.(type) {
-	case map[any]any: // RESP3
-		for k, val := range v {
-			out[fmt.Sprint(k)] = val
-		}
-	case []any: // RESP2
-		for i := 0; i+1 < len(v); i += 2 {
-			out[fmt.Sprint(v[i])] = v[i+1]
-		}
-	default:
-		t.Fatalf("LEAF.INFO reply of type %T", v)
-	}
-	return out
-}
-
 // infoInt is an integer field of LEAF.INFO.
 func infoInt(t testing.TB, f map[string]any, key string) int64 {
 	t.Helper()
@@ -360,7 +337,7 @@ func waitInfo(t testing.TB, c *redis.Client, tag, what string, cond func(map[str
 	t.Helper()
 	var f map[string]any
 	poll(t, func() bool {
-		f = leafInfo(t, c, tag)
+		f = redistest.LeafInfo(t, c, tag)
 		return cond(f)
 	}, func() string { return fmt.Sprintf("LEAF.INFO %s never showed %s: %v", tag, what, f) })
 	return f

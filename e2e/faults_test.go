@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 )
@@ -114,7 +115,7 @@ func TestDeletedRow(t *testing.T) {
 				c2 := patientClient(t, p2)
 				first, prev := int64(0), last
 				for range 150 {
-					id := incr(t, c2, tag)
+					id := redistest.Incr(t, c2, tag)
 					if id <= last {
 						t.Fatalf("INCR on a server started after the row was re-created = %d; IDs up to %d were served", id, last)
 					}
@@ -124,7 +125,7 @@ func TestDeletedRow(t *testing.T) {
 					last = id
 				}
 				t.Logf("the new server's first ID: %d (the last one served before the restart: %d)", first, prev)
-				f := leafInfo(t, c2, tag)
+				f := redistest.LeafInfo(t, c2, tag)
 				if infoInt(t, f, "guard_repairs") < 1 || infoInt(t, f, "guard_trips") != 0 {
 					t.Errorf("new server: LEAF.INFO guard_repairs %v guard_trips %v; want >= 1, 0", f["guard_repairs"], f["guard_trips"])
 				}
@@ -145,7 +146,7 @@ func TestDeletedRow(t *testing.T) {
 func deleteUnderServer(t *testing.T, st store, c *redis.Client, tag string) (last, high int64) {
 	t.Helper()
 	for range 20 {
-		last = incr(t, c, tag)
+		last = redistest.Incr(t, c, tag)
 	}
 	if last, _ = c.IncrBy(context.Background(), tag, 3000).Result(); last <= 20 {
 		t.Fatalf("INCRBY %s 3000 = %d", tag, last)
@@ -153,7 +154,7 @@ func deleteUnderServer(t *testing.T, st store, c *redis.Client, tag string) (las
 	high = infoInt(t, nextReady(t, c, tag), "guard_high")
 
 	st.raw.Delete(t, tag)
-	runway := infoInt(t, leafInfo(t, c, tag), "runway_ids")
+	runway := infoInt(t, redistest.LeafInfo(t, c, tag), "runway_ids")
 	if runway <= 0 {
 		t.Fatalf("runway_ids = %d with the next segment ready", runway)
 	}
@@ -162,7 +163,7 @@ func deleteUnderServer(t *testing.T, st store, c *redis.Client, tag string) (las
 	if err != nil || !strings.HasPrefix(reply, "ERR tag '"+tag+"' was deleted from the database") {
 		t.Fatalf("INCR with the reserved IDs spent and the row gone = %v, %q", err, reply)
 	}
-	if f := leafInfo(t, c, tag); f["vanished"] != int64(1) {
+	if f := redistest.LeafInfo(t, c, tag); f["vanished"] != int64(1) {
 		t.Errorf("LEAF.INFO vanished = %v with the row gone, want 1", f["vanished"])
 	}
 	return last, high
@@ -193,7 +194,7 @@ func servesAboveWithoutRefusal(t *testing.T, c *redis.Client, tag string, last, 
 			t.Fatalf("INCR after the row came back: %q (after %d retries)", reply, retries)
 		}
 	}
-	f := leafInfo(t, c, tag)
+	f := redistest.LeafInfo(t, c, tag)
 	if infoInt(t, f, "guard_repairs") < 1 || infoInt(t, f, "guard_trips") != 0 || f["vanished"] != int64(0) {
 		t.Errorf("LEAF.INFO guard_repairs %v guard_trips %v vanished %v; want >= 1, 0, 0", f["guard_repairs"], f["guard_trips"], f["vanished"])
 	}
@@ -240,7 +241,7 @@ func servesAboveAfterRefusals(t *testing.T, c *redis.Client, tag string, last, h
 	if guarded == 0 {
 		t.Errorf("no INCR was refused by the guard")
 	}
-	f := leafInfo(t, c, tag)
+	f := redistest.LeafInfo(t, c, tag)
 	if infoInt(t, f, "guard_trips") < int64(guarded) || infoInt(t, f, "guard_repairs") != 0 || f["vanished"] != int64(0) {
 		t.Errorf("LEAF.INFO guard_trips %v guard_repairs %v vanished %v; want >= %d, 0, 0", f["guard_trips"], f["guard_repairs"], f["vanished"], guarded)
 	}
@@ -295,7 +296,7 @@ func TestPasswordNotLogged(t *testing.T) {
 			env := func(dsn string) []string { return []string{"LEAF_STORE_DRIVER=" + be.driver, "LEAF_STORE_DSN=" + dsn} }
 			t.Run("Reachable", func(t *testing.T) {
 				p := startLeaf(t, t.TempDir(), env(dsn)...)
-				incr(t, p.client(t), "pw")
+				redistest.Incr(t, p.client(t), "pw")
 				p.Stop(syscall.SIGTERM)
 				if leaksPassword(p.Log(), password) {
 					t.Fatalf("the log shows the password, or a mask other than REDACTED:\n%s", p.Log())

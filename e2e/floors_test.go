@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 )
 
@@ -85,7 +86,7 @@ func TestStoppedPastLease(t *testing.T) {
 		ctx := context.Background()
 		var f int64
 		for trial := range 3 {
-			id := incr(t, ca, "paused")
+			id := redistest.Incr(t, ca, "paused")
 			if id <= f {
 				t.Fatalf("trial %d: a's ID %d at or below the floor %d", trial, id, f)
 			}
@@ -149,7 +150,7 @@ func TestShutdownRacesFloor(t *testing.T) {
 		a := startLeaf(t, dir, slow...)
 		b := startLeaf(t, dir, fast...)
 		ca, cb := patientClient(t, a), patientClient(t, b)
-		if id := incr(t, ca, "race"); id >= 500 {
+		if id := redistest.Incr(t, ca, "race"); id >= 500 {
 			t.Fatalf("a's first ID %d: the test needs IDs below the floor cached", id)
 		}
 		watch := patientClient(t, b) // cb waits for the floor's answer
@@ -164,11 +165,11 @@ func TestShutdownRacesFloor(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("LEAF.FLOOR once a left: %v", err)
 		}
-		if id := incr(t, cb, "race"); id <= 500 {
+		if id := redistest.Incr(t, cb, "race"); id <= 500 {
 			t.Fatalf("b handed out %d after the floor 500 was acknowledged", id)
 		}
 		c := startLeaf(t, dir, fast...)
-		if id := incr(t, patientClient(t, c), "race"); id <= 500 {
+		if id := redistest.Incr(t, patientClient(t, c), "race"); id <= 500 {
 			t.Fatalf("a server started after the floor 500 was acknowledged handed out %d: a's shutdown gave back below it", id)
 		}
 		b.Stop(syscall.SIGTERM)

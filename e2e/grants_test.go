@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 )
@@ -69,7 +70,7 @@ func TestLeafDatabaseLeastPrivilege(t *testing.T) {
 				t.Errorf("the warnings do not show the GRANTs:\n%s", p.Log())
 			}
 			c := patientClient(t, p)
-			if id := incr(t, c, tag); id != 1 {
+			if id := redistest.Incr(t, c, tag); id != 1 {
 				t.Fatalf("first INCR %s = %d, want 1", tag, id)
 			}
 			if code, body := httpGet(t, p.httpBase(t)+"/api/segment/get/"+tag); code != 200 || body != "2" {
@@ -100,7 +101,7 @@ func TestLeafDatabaseLeastPrivilege(t *testing.T) {
 				!strings.Contains(reply, "INSERT") || !strings.Contains(reply, "GRANT") {
 				t.Errorf("INCR of a new tag without INSERT = %v, %q; want an error naming INSERT and its GRANT", err, reply)
 			}
-			if id := incr(t, c, tag); id != 3 {
+			if id := redistest.Incr(t, c, tag); id != 3 {
 				t.Fatalf("INCR %s after the restart = %d, want 3", tag, id)
 			}
 			p.Stop(syscall.SIGTERM)
@@ -110,10 +111,10 @@ func TestLeafDatabaseLeastPrivilege(t *testing.T) {
 				"LEAF_STORE_CREATE_SCHEMA=false"}
 			p = startLeaf(t, dir, env...)
 			c = patientClient(t, p)
-			if id := incr(t, c, tag); id != 4 {
+			if id := redistest.Incr(t, c, tag); id != 4 {
 				t.Fatalf("INCR %s after the restart = %d, want 4", tag, id)
 			}
-			if id := incr(t, c, "created"); id != 1 {
+			if id := redistest.Incr(t, c, "created"); id != 1 {
 				t.Fatalf("INCR of a new tag = %d, want 1", id)
 			}
 			p.Stop(syscall.SIGTERM)

@@ -65,7 +65,7 @@ func TestProtectedMode(t *testing.T) {
 			p := startLeaf(t, t.TempDir(), append([]string{"LEAF_SERVER_ADDR=0.0.0.0:0"}, tc.env...)...)
 			c := redis.NewClient(redistest.Options(&redis.Options{Addr: loopbackAddr(t, p.Addr), Password: tc.password, PoolSize: 1, MaxRetries: -1}))
 			t.Cleanup(func() { c.Close() })
-			if got := incr(t, c, "open"); got != 1 {
+			if got := redistest.Incr(t, c, "open"); got != 1 {
 				t.Fatalf("INCR = %d, want 1", got)
 			}
 			p.Stop(syscall.SIGTERM)
@@ -85,7 +85,7 @@ func TestTLSProcess(t *testing.T) {
 	}
 	c := redis.NewClient(redistest.Options(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1, TLSConfig: &tls.Config{InsecureSkipVerify: true}}))
 	t.Cleanup(func() { c.Close() })
-	if got := incr(t, c, "tls"); got != 1 {
+	if got := redistest.Incr(t, c, "tls"); got != 1 {
 		t.Fatalf("INCR over TLS = %d, want 1", got)
 	}
 	if cli, err := exec.LookPath("redis-cli"); err == nil {
@@ -108,7 +108,7 @@ func TestTLSProcess(t *testing.T) {
 		t.Errorf("a plain client got %q", got)
 	}
 	nc.Close()
-	if got := incr(t, c, "tls"); got < 2 {
+	if got := redistest.Incr(t, c, "tls"); got < 2 {
 		t.Fatalf("INCR over TLS after a plain client = %d", got)
 	}
 	p.Stop(syscall.SIGTERM)

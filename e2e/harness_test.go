@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -200,13 +199,4 @@ func (p *proc) client(t testing.TB) *redis.Client {
 	c := redis.NewClient(redistest.Options(&redis.Options{Addr: p.Addr, PoolSize: 1, MaxRetries: -1}))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-func incr(t testing.TB, c *redis.Client, tag string) int64 {
-	t.Helper()
-	id, err := c.Incr(context.Background(), tag).Result()
-	if err != nil {
-		t.Fatalf("INCR %s: %v", tag, err)
-	}
-	return id
 }

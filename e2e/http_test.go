@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/internal/idtest"
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 var servingHTTPRe = regexp.MustCompile(`msg="serving http" addr=(\S+)`)
@@ -92,11 +93,11 @@ func TestHTTPProcess(t *testing.T) {
 	})
 
 	t.Run("metrics move", func(t *testing.T) {
-		incr(t, c, "order")
+		redistest.Incr(t, c, "order")
 		const series = `leaf_ids_issued_total{tag="order"}`
 		_, before := httpGet(t, base+"/metrics")
 		for range 100 {
-			incr(t, c, "order")
+			redistest.Incr(t, c, "order")
 		}
 		_, after := httpGet(t, base+"/metrics")
 		if d := metricValue(t, after, series) - metricValue(t, before, series); d != 100 {
@@ -110,7 +111,7 @@ func TestHTTPProcess(t *testing.T) {
 	t.Run("leaf api and incr never repeat", func(t *testing.T) {
 		const workers, each = 4, 100
 		ids := make(chan int64, 2*workers*each+1)
-		ids <- incr(t, c, "mix") // the API creates no tag (http.auto_create)
+		ids <- redistest.Incr(t, c, "mix") // the API creates no tag (http.auto_create)
 		var wg sync.WaitGroup
 		for w := range 2 * workers {
 			rc := p.client(t)
@@ -170,7 +171,7 @@ func TestHTTPProcess(t *testing.T) {
 // TestHTTPOff: without http.addr there is no HTTP listener.
 func TestHTTPOff(t *testing.T) {
 	p := startLeaf(t, t.TempDir())
-	incr(t, p.client(t), "x")
+	redistest.Incr(t, p.client(t), "x")
 	if strings.Contains(p.Log(), "serving http") {
 		t.Fatalf("an HTTP listener without http.addr:\n%s", p.Log())
 	}

@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 const (
@@ -203,7 +205,7 @@ func runNemesis(t *testing.T, dir string, env []string) {
 				want = max(want, f.value)
 			}
 		}
-		if id := incr(t, c, tag); id <= want {
+		if id := redistest.Incr(t, c, tag); id <= want {
 			t.Errorf("tag %s: a new server hands out %d, at or below %d (handed out or a floor)", tag, id, want)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // outageEnv: leaf on db, segments of exactly 100 IDs (the step cannot
@@ -89,7 +91,7 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 
 			var last int64
 			for range 20 { // past the prefetch point (10%)
-				last = incr(t, c, tag)
+				last = redistest.Incr(t, c, tag)
 			}
 			nextReady(t, c, tag)
 
@@ -100,7 +102,7 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 					tc.recover()
 				}
 			})
-			f := leafInfo(t, c, tag)
+			f := redistest.LeafInfo(t, c, tag)
 			runway := infoInt(t, f, "runway_ids")
 			if runway != 180 {
 				t.Fatalf("runway_ids = %d with 20 of 200 cached IDs used, want 180", runway)
@@ -125,7 +127,7 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 			if v := infoField(t, c, "leaf", "store_last_error_at"); mustInt(t, "store_last_error_at", v) <= 0 {
 				t.Errorf("INFO store_last_error_at = %q during the outage", v)
 			}
-			f = leafInfo(t, c, tag)
+			f = redistest.LeafInfo(t, c, tag)
 			if f["store_ok"] != int64(0) || f["runway_ids"] != int64(0) || f["last_error"] == "" || infoInt(t, f, "failures") == 0 {
 				t.Errorf("LEAF.INFO during the outage: store_ok %v runway_ids %v failures %v last_error %q; want 0, 0, >0, an error",
 					f["store_ok"], f["runway_ids"], f["failures"], f["last_error"])
@@ -144,7 +146,7 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 			if v := infoField(t, c, "leaf", "store_ok"); v != "1" {
 				t.Errorf("INFO store_ok = %q after recovery, want 1", v)
 			}
-			f = leafInfo(t, c, tag)
+			f = redistest.LeafInfo(t, c, tag)
 			if f["store_ok"] != int64(1) || infoInt(t, f, "runway_ids") <= 0 {
 				t.Errorf("LEAF.INFO after recovery: store_ok %v runway_ids %v; want 1, > 0", f["store_ok"], f["runway_ids"])
 			}
@@ -186,7 +188,7 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 		if id != 1 {
 			t.Fatalf("first INCR of a new tag = %d, want 1", id)
 		}
-		if got := incr(t, c, tag); got != 2 {
+		if got := redistest.Incr(t, c, tag); got != 2 {
 			t.Fatalf("second INCR = %d, want 2", got)
 		}
 		if v := infoField(t, c, "leaf", "store_ok"); v != "1" {
@@ -195,7 +197,7 @@ func testDatabaseOutage(t *testing.T, db *dbServer) {
 		p.Stop(syscall.SIGTERM)
 		// The clean stop gave the rest back: a new process goes on at 3.
 		p = startLeaf(t, t.TempDir(), outageEnv(db)...)
-		if got := incr(t, patientClient(t, p), tag); got != 3 {
+		if got := redistest.Incr(t, patientClient(t, p), tag); got != 3 {
 			t.Fatalf("INCR after a restart = %d, want 3", got)
 		}
 		p.Stop(syscall.SIGTERM)

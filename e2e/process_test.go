@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // TestRestart: a clean stop gives the unused IDs back, so a restart continues
@@ -17,7 +19,7 @@ func TestRestart(t *testing.T) {
 	c := p.client(t)
 	var v int64
 	for range 25 {
-		v = incr(t, c, "order")
+		v = redistest.Incr(t, c, "order")
 	}
 	if _, err := c.IncrBy(context.Background(), "order", 10).Result(); err != nil {
 		t.Fatal(err)
@@ -27,18 +29,18 @@ func TestRestart(t *testing.T) {
 
 	p = startLeaf(t, dir)
 	c = p.client(t)
-	if got := incr(t, c, "order"); got != v+1 {
+	if got := redistest.Incr(t, c, "order"); got != v+1 {
 		t.Fatalf("after SIGTERM and restart INCR = %d, want %d (no gap)", got, v+1)
 	}
 	last := v + 1
 	for range 3000 { // past the prefetch: two segments are cached
-		last = incr(t, c, "order")
+		last = redistest.Incr(t, c, "order")
 	}
 	p.Stop(syscall.SIGKILL)
 
 	p = startLeaf(t, dir)
 	c = p.client(t)
-	if got := incr(t, c, "order"); got <= last {
+	if got := redistest.Incr(t, c, "order"); got <= last {
 		t.Fatalf("after kill -9 and restart INCR = %d, want > %d", got, last)
 	}
 	p.Stop(syscall.SIGTERM)
@@ -61,7 +63,7 @@ func TestTwoProcessesOneSQLiteFile(t *testing.T) {
 		if i%2 == 1 {
 			name, c = "b", cb
 		}
-		id := incr(t, c, "shared")
+		id := redistest.Incr(t, c, "shared")
 		if other, dup := seen[id]; dup {
 			t.Fatalf("ID %d handed out by %s and by %s", id, other, name)
 		}

@@ -99,7 +99,7 @@ func TestHTTPBehindThePassword(t *testing.T) {
 		"LEAF_SERVER_PASSWORD_FILE=pw", "LEAF_HTTP_ADDR=0.0.0.0:0", "LEAF_HTTP_PPROF=true")
 	base := "http://" + loopbackAddr(t, strings.TrimPrefix(p.httpBase(t), "http://"))
 	c := authed(t, p, "default", pass)
-	incr(t, c, "secret-tag")
+	redistest.Incr(t, c, "secret-tag")
 	for _, warning := range []string{"http.pprof is on", "http.addr listens beyond loopback without TLS", "a password given as a flag"} {
 		if n := strings.Count(p.Log(), warning); n != 1 {
 			t.Errorf("%d warnings %q, want 1", n, warning)
@@ -324,12 +324,12 @@ func TestRedisPortLimits(t *testing.T) {
 		}
 		admin := authed(t, p, "admin", "adm")
 		for i := range 3 {
-			incr(t, admin, fmt.Sprintf("t%d", i))
+			redistest.Incr(t, admin, fmt.Sprintf("t%d", i))
 		}
 		if err := admin.Incr(ctx, "t3").Err(); err == nil || !strings.Contains(err.Error(), "segment.max_tags") {
 			t.Errorf("the fourth tag: %v", err)
 		}
-		if got := incr(t, user, "t0"); got != 2 {
+		if got := redistest.Incr(t, user, "t0"); got != 2 {
 			t.Errorf("INCR of a known tag as default = %d", got)
 		}
 	})

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 const (
@@ -128,7 +130,7 @@ func storeAwayEpisode(t *testing.T, prefix string, start func() *proc, fault, re
 	serve := func(tag string, n int) {
 		t.Helper()
 		for range n {
-			id := incr(t, c, tag)
+			id := redistest.Incr(t, c, tag)
 			if id <= served[tag] {
 				t.Fatalf("INCR %s = %d after %d", tag, id, served[tag])
 			}
@@ -193,7 +195,7 @@ func storeAwayEpisode(t *testing.T, prefix string, start func() *proc, fault, re
 	if since <= 0 {
 		t.Errorf("INFO store_away_since = %d during the outage, want unix milliseconds", since)
 	}
-	if f := leafInfo(t, c, cached); f["store_ok"] != int64(0) || f["store_away_since"] != since {
+	if f := redistest.LeafInfo(t, c, cached); f["store_ok"] != int64(0) || f["store_away_since"] != since {
 		t.Errorf("LEAF.INFO during the outage: store_ok %v store_away_since %v; want 0, %d", f["store_ok"], f["store_away_since"], since)
 	}
 	base := p.httpBase(t)
@@ -229,7 +231,7 @@ func storeAwayEpisode(t *testing.T, prefix string, start func() *proc, fault, re
 	p.Stop(syscall.SIGKILL) // nothing given back: the database alone says what was served
 	c = patientClient(t, start())
 	for tag, high := range served {
-		if id := incr(t, c, tag); id <= high {
+		if id := redistest.Incr(t, c, tag); id <= high {
 			t.Errorf("INCR %s after a restart = %d, not above %d served before", tag, id, high)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server/servertest"
 )
@@ -13,7 +14,7 @@ import (
 func TestHealthz(t *testing.T) {
 	e := start(t, setup{})
 	for _, down := range []bool{false, true} {
-		e.store.down.Store(down)
+		e.storeDown(down)
 		r := get(t, e.URL+"/healthz")
 		if r.status != http.StatusOK || r.body != "ok\n" {
 			t.Fatalf("store down %v: GET /healthz = %d %q, want 200 \"ok\\n\"", down, r.status, r.body)
@@ -43,12 +44,12 @@ func TestReadyzFlips(t *testing.T) {
 		}
 	}
 
-	if got := incr(t, c, "r"); got != 1 {
+	if got := redistest.Incr(t, c, "r"); got != 1 {
 		t.Fatalf("first ID %d, want 1", got)
 	}
 	t.Run("store up", func(t *testing.T) { readyz(t, http.StatusOK, "ok") })
 
-	e.store.down.Store(true)
+	e.storeDown(true)
 	if err := e.Alloc.Sync(ctx); err == nil {
 		t.Fatal("Sync with the store down: no error")
 	}
@@ -62,7 +63,7 @@ func TestReadyzFlips(t *testing.T) {
 	})
 
 	for want := int64(2); want <= 10; want++ {
-		if got := incr(t, c, "r"); got != want {
+		if got := redistest.Incr(t, c, "r"); got != want {
 			t.Fatalf("ID %d, want %d", got, want)
 		}
 	}
@@ -85,7 +86,7 @@ func TestReadyzFlips(t *testing.T) {
 		}
 	})
 
-	e.store.down.Store(false)
+	e.storeDown(false)
 	probes.Run(t) // finds the store back and loads r
 	if err := c.Incr(ctx, "r").Err(); err != nil {
 		t.Fatalf("INCR r with the store back: %v", err)
@@ -104,7 +105,7 @@ func TestReadyzFlips(t *testing.T) {
 // nothing to serve.
 func TestReadyzNothingCached(t *testing.T) {
 	e := start(t, setup{})
-	e.store.down.Store(true)
+	e.storeDown(true)
 	if err := e.Alloc.Sync(context.Background()); err == nil {
 		t.Fatal("Sync with the store down: no error")
 	}

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/leaf-id/leaf/cluster"
 	"github.com/leaf-id/leaf/httpapi"
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
@@ -25,68 +24,22 @@ import (
 	"github.com/leaf-id/leaf/snowflake"
 )
 
-// flakyStore is a persist.Store that fails every call while down is set,
-// as a database that went away: the test decides when.
-type flakyStore struct {
-	persist.Store
-	down atomic.Bool
-}
-
-var _ persist.Store = (*flakyStore)(nil)
-
-func (s *flakyStore) err() error {
-	if s.down.Load() {
-		return fmt.Errorf("%w: the test took the database away", persist.ErrUnavailable)
-	}
-	return nil
-}
-
-func (s *flakyStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	if err := s.err(); err != nil {
-		return persist.Range{}, err
-	}
-	return s.Store.Take(ctx, tag, size)
-}
-
-// TakeBatch takes each request through Take.
-func (s *flakyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
-}
-
-func (s *flakyStore) Tags(ctx context.Context) ([]persist.Tag, error) {
-	if err := s.err(); err != nil {
-		return nil, err
-	}
-	return s.Store.Tags(ctx)
-}
-
-func (s *flakyStore) Tag(ctx context.Context, name string) (persist.Tag, error) {
-	if err := s.err(); err != nil {
-		return persist.Tag{}, err
-	}
-	return s.Store.Tag(ctx, name)
-}
-
-func (s *flakyStore) Create(ctx context.Context, name string, step int64, desc string) (bool, error) {
-	if err := s.err(); err != nil {
-		return false, err
-	}
-	return s.Store.Create(ctx, name, step, desc)
-}
-
-func (s *flakyStore) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
-	if err := s.err(); err != nil {
-		return false, err
-	}
-	return s.Store.GiveBack(ctx, tag, from, to)
-}
-
 // env is a running leaf: the Redis server and allocator of servertest, on
 // a store the test can take away, and the HTTP handler on httptest.
 type env struct {
 	*servertest.Instance
 	URL   string
-	store *flakyStore
+	store *faultstore.Store // what the test can take away (storeDown)
+}
+
+// storeDown makes every call of the store fail while down, as a database
+// that went away; false brings it back.
+func (e *env) storeDown(down bool) {
+	var err error
+	if down {
+		err = fmt.Errorf("%w: the test took the database away", persist.ErrUnavailable)
+	}
+	e.store.Fail(err)
 }
 
 // setup configures start.
@@ -120,7 +73,7 @@ func start(t *testing.T, s setup) *env {
 	so2 := servertest.Options{
 		Segment: &so,
 		Wrap: func(st persist.Store) persist.Store {
-			e.store = &flakyStore{Store: st}
+			e.store = faultstore.New(st)
 			return e.store
 		},
 	}
@@ -162,15 +115,6 @@ func (e *env) client(t *testing.T) *redis.Client {
 	c := redis.NewClient(redistest.Options(&redis.Options{Addr: e.Addr, PoolSize: 1, MaxRetries: -1}))
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func incr(t *testing.T, c *redis.Client, tag string) int64 {
-	t.Helper()
-	id, err := c.Incr(context.Background(), tag).Result()
-	if err != nil {
-		t.Fatalf("INCR %s: %v", tag, err)
-	}
-	return id
 }
 
 // response is an HTTP answer, read whole.

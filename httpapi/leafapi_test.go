@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/internal/idtest"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -22,7 +23,7 @@ func TestLeafAPI(t *testing.T) {
 	if first != 1 {
 		t.Fatalf("first ID %d, want 1", first)
 	}
-	if got := incr(t, c, "order"); got != 2 {
+	if got := redistest.Incr(t, c, "order"); got != 2 {
 		t.Fatalf("INCR after the API: %d, want 2", got)
 	}
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
@@ -43,7 +44,7 @@ func TestLeafAPI(t *testing.T) {
 		if got := leafID(t, e.URL, "a%20b"); got != 1 {
 			t.Fatalf("first ID of tag \"a b\": %d", got)
 		}
-		if got := incr(t, c, "a b"); got != 2 {
+		if got := redistest.Incr(t, c, "a b"); got != 2 {
 			t.Fatalf("INCR \"a b\" after the API: %d, want 2", got)
 		}
 	})
@@ -92,7 +93,7 @@ func TestLeafAPIErrors(t *testing.T) {
 				leafID(t, e.URL, "known")
 			}
 			// Down before the last ID, whose issue starts the prefetch.
-			e.store.down.Store(true)
+			e.storeDown(true)
 			if got := leafID(t, e.URL, "known"); got != 10 {
 				t.Fatalf("last cached ID %d, want 10", got)
 			}

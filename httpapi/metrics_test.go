@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // TestMetricsMoveWithTraffic: 100 IDs by INCR and 100 by the Leaf API move
@@ -15,13 +17,13 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 	e := start(t, setup{})
 	c := e.client(t)
 	ctx := context.Background()
-	incr(t, c, "order") // the tag exists before the first scrape
+	redistest.Incr(t, c, "order") // the tag exists before the first scrape
 
 	const issued = `leaf_ids_issued_total{tag="order"}`
 	const incrOK = `leaf_commands_total{command="incr",result="ok"}`
 	before := metrics(t, e.URL)
 	for range 100 {
-		incr(t, c, "order")
+		redistest.Incr(t, c, "order")
 	}
 	if err := c.Do(ctx, "INCRBY", "order", "0").Err(); err == nil {
 		t.Fatal("INCRBY order 0: no error")
@@ -112,7 +114,7 @@ func TestMetricsTagCap(t *testing.T) {
 	issue := func(tag string, n int) {
 		t.Helper()
 		for range n {
-			incr(t, c, tag)
+			redistest.Incr(t, c, tag)
 		}
 	}
 	issue("b", 1)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/httpapi"
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 const (
@@ -28,7 +29,7 @@ func withPasswords(o *httpapi.Options) {
 // connection, so each guess costs a new one.
 func TestHTTPAuth(t *testing.T) {
 	e := start(t, setup{pprof: true, http: withPasswords})
-	incr(t, e.client(t), "order")
+	redistest.Incr(t, e.client(t), "order")
 	for _, tc := range []struct {
 		name   string
 		header []string
@@ -88,7 +89,7 @@ func TestMetricsOpen(t *testing.T) {
 // and creates no tag; only /healthz and /readyz answer 200.
 func TestNoUnauthenticatedPath(t *testing.T) {
 	e := start(t, setup{pprof: true, cluster: true, http: withPasswords})
-	incr(t, e.client(t), "secret-tag-name")
+	redistest.Incr(t, e.client(t), "secret-tag-name")
 	paths := []string{"/", "/?q=secret", "/cache", "/cache?page=1", "/metrics", "/healthz", "/readyz",
 		"/api/segment/get/secret-tag-name", "/api/segment/get/new-tag", "/api/snowflake/get/x",
 		"/decodeSnowflakeId?snowflakeId=1", "/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol",
@@ -116,7 +117,7 @@ func TestNoUnauthenticatedPath(t *testing.T) {
 // and POST (Leaf's callers), never HEAD, which would spend an ID.
 func TestMethods(t *testing.T) {
 	e := start(t, setup{pprof: true})
-	incr(t, e.client(t), "m")
+	redistest.Incr(t, e.client(t), "m")
 	for _, tc := range []struct {
 		method, path string
 		want         int
@@ -140,7 +141,7 @@ func TestMethods(t *testing.T) {
 			t.Errorf("%s %s = %d, Allow %q; want %d, %q", tc.method, tc.path, r.status, r.header.Get("Allow"), tc.want, tc.allow)
 		}
 	}
-	if got := incr(t, e.client(t), "m"); got != 3 {
+	if got := redistest.Incr(t, e.client(t), "m"); got != 3 {
 		t.Errorf("INCR after one POST to the API = %d, want 3 (HEAD and PUT spent nothing)", got)
 	}
 }
@@ -184,7 +185,7 @@ func TestAllowedHosts(t *testing.T) {
 func TestCrossSite(t *testing.T) {
 	e := start(t, setup{http: withPasswords})
 	auth := basic("default", testPass)
-	incr(t, e.client(t), "x")
+	redistest.Incr(t, e.client(t), "x")
 	for _, tc := range []struct {
 		method string
 		header []string
@@ -216,7 +217,7 @@ func TestAPICreates(t *testing.T) {
 		if _, err := e.Store.Tag(context.Background(), "fresh"); err == nil {
 			t.Fatal("the API created the tag")
 		}
-		incr(t, e.client(t), "fresh")
+		redistest.Incr(t, e.client(t), "fresh")
 		if got := leafID(t, e.URL, "fresh"); got != 2 {
 			t.Fatalf("a tag with a row: %d, want 2", got)
 		}
@@ -262,7 +263,7 @@ func TestCachePages(t *testing.T) {
 	e := start(t, setup{http: func(o *httpapi.Options) { o.CachePageSize = 4 }})
 	c := e.client(t)
 	for _, tag := range []string{"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "u1"} {
-		incr(t, c, tag)
+		redistest.Incr(t, c, tag)
 	}
 	for _, tc := range []struct {
 		query, keys, total, link string

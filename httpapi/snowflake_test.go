@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/idtest"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/snowflake"
 )
 
@@ -35,7 +36,7 @@ func TestSnowflakeGet(t *testing.T) {
 			t.Fatalf("ID %d (%+v) after %d: want worker %d, increasing", id, p, last, worker)
 		}
 		last = id
-		if sf := incr(t, c, "sf"); sf <= last {
+		if sf := redistest.Incr(t, c, "sf"); sf <= last {
 			t.Fatalf("INCR sf %d after the API's %d: one generator, increasing", sf, last)
 		} else {
 			last = sf

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // TestStatusPage: the page as served, one row per tag, refreshing itself
@@ -17,8 +19,8 @@ import (
 func TestStatusPage(t *testing.T) {
 	e := start(t, setup{})
 	c := e.client(t)
-	incr(t, c, "order")
-	incr(t, c, "user<&>") // escaped, not markup
+	redistest.Incr(t, c, "order")
+	redistest.Incr(t, c, "user<&>") // escaped, not markup
 	r := get(t, e.URL+"/")
 	if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET / = %d %s", r.status, r.header.Get("Content-Type"))
@@ -46,7 +48,7 @@ func TestStatusPagePages(t *testing.T) {
 	e := start(t, setup{pageSz: 2})
 	c := e.client(t)
 	for _, tag := range []string{"a1", "a2", "a3", "b1", "b&2"} {
-		incr(t, c, tag)
+		redistest.Incr(t, c, tag)
 	}
 	rowRE := regexp.MustCompile(`<tr class="tag" data-tag="([^"]*)">`)
 	linkRE := regexp.MustCompile(`id="(prev|next)" href="([^"]*)"`)
@@ -144,7 +146,7 @@ func TestStatusPageChromium(t *testing.T) {
 	c := e.client(t)
 	tags := []string{"order", "user", "payment"}
 	for _, tag := range tags {
-		incr(t, c, tag)
+		redistest.Incr(t, c, tag)
 	}
 	dom := dumpDOM(t, e.URL+"/")
 	rows := regexp.MustCompile(`<tr class="tag" data-tag="([^"]*)">`).FindAllStringSubmatch(dom, -1)

@@ -12,17 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/leaftest"
 )
-
-func incr(t *testing.T, c *redis.Client, tag string) int64 {
-	t.Helper()
-	id, err := c.Incr(context.Background(), tag).Result()
-	if err != nil {
-		t.Fatalf("INCR %s: %v", tag, err)
-	}
-	return id
-}
 
 // TestStart: a server on loopback with a fresh store hands out 1, 2, then
 // INCRBY's contiguous range, to the client Start gives and to a client of
@@ -37,7 +29,7 @@ func TestStart(t *testing.T) {
 	if c != srv.Client() {
 		t.Error("Client() made a second client")
 	}
-	if a, b := incr(t, c, "order"), incr(t, c, "order"); a != 1 || b != 2 {
+	if a, b := redistest.Incr(t, c, "order"), redistest.Incr(t, c, "order"); a != 1 || b != 2 {
 		t.Fatalf("INCR, INCR = %d, %d; want 1, 2", a, b)
 	}
 	own := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: leaftest.Timeout})
@@ -59,17 +51,13 @@ func TestOptions(t *testing.T) {
 		check func(t *testing.T, srv *leaftest.Server)
 	}{
 		{"step", []leaftest.Option{leaftest.WithStep(100)}, func(t *testing.T, srv *leaftest.Server) {
-			incr(t, srv.Client(), "order")
-			info, err := srv.Client().Do(ctx, "LEAF.INFO", "order").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if step := info.(map[any]any)["min_step"]; step != int64(100) {
+			redistest.Incr(t, srv.Client(), "order")
+			if step := redistest.LeafInfo(t, srv.Client(), "order")["min_step"]; step != int64(100) {
 				t.Errorf("LEAF.INFO order min_step = %v, want 100", step)
 			}
 		}},
 		{"password", []leaftest.Option{leaftest.WithPassword("s3cret")}, func(t *testing.T, srv *leaftest.Server) {
-			incr(t, srv.Client(), "order") // Client authenticates
+			redistest.Incr(t, srv.Client(), "order") // Client authenticates
 			anon := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: leaftest.Timeout})
 			defer anon.Close()
 			if err := anon.Incr(ctx, "order").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
@@ -87,12 +75,12 @@ func TestOptions(t *testing.T) {
 			}
 		}},
 		{"snowflake tags", []leaftest.Option{leaftest.WithSnowflakeTags("event")}, func(t *testing.T, srv *leaftest.Server) {
-			a, b := incr(t, srv.Client(), "event"), incr(t, srv.Client(), "event")
+			a, b := redistest.Incr(t, srv.Client(), "event"), redistest.Incr(t, srv.Client(), "event")
 			// A Snowflake ID of today has its time far above 2^22.
 			if a < 1<<40 || b <= a {
 				t.Errorf("Snowflake INCR, INCR = %d, %d: want time-ordered IDs above 2^40", a, b)
 			}
-			if id := incr(t, srv.Client(), "order"); id != 1 {
+			if id := redistest.Incr(t, srv.Client(), "order"); id != 1 {
 				t.Errorf("INCR order (a segment tag) = %d, want 1", id)
 			}
 		}},
@@ -103,7 +91,7 @@ func TestOptions(t *testing.T) {
 			if err := srv.Client().Do(ctx, "LEAF.CREATE", "order").Err(); err != nil {
 				t.Fatal(err)
 			}
-			if id := incr(t, srv.Client(), "order"); id != 1 {
+			if id := redistest.Incr(t, srv.Client(), "order"); id != 1 {
 				t.Errorf("INCR after LEAF.CREATE = %d, want 1", id)
 			}
 		}},
@@ -121,11 +109,11 @@ func TestRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ids.db")
 	srv := leaftest.Start(t, leaftest.WithDatabase(path), leaftest.WithSnowflakeTags("event"))
 	for want := int64(1); want <= 3; want++ {
-		if id := incr(t, srv.Client(), "order"); id != want {
+		if id := redistest.Incr(t, srv.Client(), "order"); id != want {
 			t.Fatalf("INCR = %d, want %d", id, want)
 		}
 	}
-	event := incr(t, srv.Client(), "event")
+	event := redistest.Incr(t, srv.Client(), "event")
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +126,10 @@ func TestRestart(t *testing.T) {
 	}
 
 	again := leaftest.Start(t, leaftest.WithDatabase(path), leaftest.WithSnowflakeTags("event"))
-	if id := incr(t, again.Client(), "order"); id != 4 {
+	if id := redistest.Incr(t, again.Client(), "order"); id != 4 {
 		t.Errorf("INCR after a restart = %d, want 4 (no gap after a clean stop)", id)
 	}
-	if id := incr(t, again.Client(), "event"); id <= event {
+	if id := redistest.Incr(t, again.Client(), "event"); id <= event {
 		t.Errorf("Snowflake INCR after a restart = %d, want above %d", id, event)
 	}
 }

@@ -273,18 +273,6 @@ func setSendBuffers(t *testing.T, s *Server, n int) {
 	}
 }
 
-// waitFor polls cond until it holds, failing after a generous safety
-// net; it waits for an event, it asserts no timing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // ints is the replies :from\r\n up to :to\r\n.
 func ints(from, to int) string {
 	var b strings.Builder

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/internal/rawresp"
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // Byte counts, turn ends, Kill and Push: what the server's monitoring
@@ -48,7 +49,7 @@ func TestNetBytes(t *testing.T) {
 				conn := h.conn(int(h.opened.Load()) - 1)
 				// The server counts a write once the system call returns,
 				// which may be after the client read it.
-				waitFor(t, "the count of the write", func() bool { return conn.NetOut() >= int64(len(want)) })
+				redistest.WaitFor(t, "the count of the write", func() bool { return conn.NetOut() >= int64(len(want)) })
 				if conn.NetIn() != int64(len(req)) || conn.NetOut() != int64(len(want)) {
 					t.Fatalf("connection: in %d out %d, want %d %d", conn.NetIn(), conn.NetOut(), len(req), len(want))
 				}
@@ -56,7 +57,7 @@ func TestNetBytes(t *testing.T) {
 					t.Fatalf("open: in %d out %d, want %d %d", st.NetIn, st.NetOut, in, out)
 				}
 				nc.Close()
-				waitFor(t, "the close", func() bool { return s.Stats().Open == 0 })
+				redistest.WaitFor(t, "the close", func() bool { return s.Stats().Open == 0 })
 				if st := s.Stats(); st.NetIn != int64(in) || st.NetOut != int64(out) {
 					t.Fatalf("closed: in %d out %d, want %d %d", st.NetIn, st.NetOut, in, out)
 				}
@@ -172,7 +173,7 @@ func TestKill(t *testing.T) {
 			h.conn(1).Kill() // twice is once
 			h.release("k")
 			wantEOF(t, busy)
-			waitFor(t, "the closes", func() bool { return h.closed.Load() == 2 })
+			redistest.WaitFor(t, "the closes", func() bool { return h.closed.Load() == 2 })
 			io.WriteString(other, rawresp.Cmd("PING"))
 			readExactly(t, other, "+PONG\r\n")
 			if st := s.Stats(); st.Open != 1 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/rawresp"
+	"github.com/leaf-id/leaf/internal/redistest"
 )
 
 // TestShutdownFlush: Shutdown lets a connection take the replies of the
@@ -31,7 +32,7 @@ func TestShutdownFlush(t *testing.T) {
 			s.flushWindow = time.Minute
 			nc, r := dialTight(t, s, addr)
 			io.WriteString(nc, strings.Repeat(rawresp.Cmd("BIG", strconv.Itoa(size)), n))
-			waitFor(t, "the commands to run", func() bool { return h.calls.Load() == n+1 })
+			redistest.WaitFor(t, "the commands to run", func() bool { return h.calls.Load() == n+1 })
 
 			stopped := make(chan error, 1)
 			go func() { stopped <- s.Shutdown(context.Background()) }()
@@ -60,7 +61,7 @@ func TestShutdownCut(t *testing.T) {
 			s.flushWindow = time.Hour
 			nc, _ := dialTight(t, s, addr)
 			io.WriteString(nc, strings.Repeat(rawresp.Cmd("BIG", "10000"), 6))
-			waitFor(t, "the commands to run", func() bool { return h.calls.Load() == 7 })
+			redistest.WaitFor(t, "the commands to run", func() bool { return h.calls.Load() == 7 })
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/faultstore"
 )
 
 func TestFloor(t *testing.T) {
@@ -33,13 +35,13 @@ func TestFloor(t *testing.T) {
 				last = mustNext(t, tag)
 			}
 			waitLoad(t, tag)
-			before := store.maxID("a")
+			before := store.db.MaxID("a")
 			floor, err := a.Floor(context.Background(), "a", tc.floor)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Floor err = %v, want %v", err, tc.wantErr)
 			}
 			if err != nil {
-				if store.maxID("a") != before {
+				if store.db.MaxID("a") != before {
 					t.Fatal("a refused floor changed max_id")
 				}
 			} else if floor < tc.floor {
@@ -118,15 +120,8 @@ func TestStepChangeOutlivesOlderLoad(t *testing.T) {
 	tag := mustLookup(t, a, "a")
 	mustNext(t, tag)
 	waitLoad(t, tag)
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	store.setHook(func(context.Context, string, int64) error {
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-release // the load's deadline is far beyond the test
-		return nil
-	})
+	hold := faultstore.NewHold() // the load's deadline is far beyond the test
+	store.Inject(hold.Fault, faultstore.OpTake)
 	// Spend cached IDs until the next prefetch starts, then let it reach
 	// the store (more IDs could run the cache dry and wait on it).
 	for i := 0; !tag.Info().Loading; i++ {
@@ -135,10 +130,9 @@ func TestStepChangeOutlivesOlderLoad(t *testing.T) {
 		}
 		mustNext(t, tag)
 	}
-	<-entered
+	<-hold.Entered()
 	a.ApplyStep("a", 500)
-	store.setHook(nil)
-	close(release)
+	hold.Release()
 	waitLoad(t, tag)
 	if in := tag.Info(); in.MinStep != 500 || in.Step < 500 {
 		t.Fatalf("after the older load: min_step %d, step %d; want 500 and at least 500", in.MinStep, in.Step)

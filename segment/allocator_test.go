@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 )
 
@@ -38,7 +39,7 @@ func TestPrefetchFiresOnceAtThreshold(t *testing.T) {
 			mustNext(t, tag) // first load
 			// At 1, the first ID also starts the prefetch, which may
 			// already have run.
-			if got := store.takeCount(); got != 1 && tc.trigger > 1 {
+			if got := len(store.Taken()); got != 1 && tc.trigger > 1 {
 				t.Fatalf("takes after first ID = %d, want 1", got)
 			}
 			for i := 2; i <= tc.trigger; i++ {
@@ -54,7 +55,7 @@ func TestPrefetchFiresOnceAtThreshold(t *testing.T) {
 			for i := tc.trigger; i < int(tc.step); i++ {
 				mustNext(t, tag)
 			}
-			if got := store.takeCount(); got != 2 {
+			if got := len(store.Taken()); got != 2 {
 				t.Fatalf("takes after the first segment = %d, want exactly 2", got)
 			}
 		})
@@ -144,25 +145,17 @@ func TestAdaptiveStepThroughLoads(t *testing.T) {
 	if fmt.Sprint(steps) != fmt.Sprint(want) {
 		t.Fatalf("steps = %v, want %v", steps, want)
 	}
-	for _, s := range store.sizes {
-		if s > 800 || (s != 0 && s < 100) {
-			t.Fatalf("a segment of %d was taken, outside [100, 800]: %v", s, store.sizes)
+	for _, r := range store.Taken() {
+		if s := r.Size(); s > 800 || s < 100 {
+			t.Fatalf("a segment of %d was taken, outside [100, 800]: %v", s, store.Taken())
 		}
 	}
 }
 
 func TestWaitsForInFlightLoad(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		<-release
-		return nil
-	})
+	hold := faultstore.NewHold()
+	store.Inject(hold.Fault, faultstore.OpTake)
 	a := newTestAllocator(t, store, testOptions(newClock()))
 	tag := mustLookup(t, a, "a")
 
@@ -179,8 +172,8 @@ func TestWaitsForInFlightLoad(t *testing.T) {
 			ids <- id
 		}()
 	}
-	<-entered // exactly one load runs while every caller waits
-	close(release)
+	<-hold.Entered() // exactly one load runs while every caller waits
+	hold.Release()
 	seen := map[int64]bool{}
 	for range callers {
 		select {
@@ -206,16 +199,7 @@ func TestWaitsForInFlightLoad(t *testing.T) {
 func TestLoadFailureThenRecovery(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
 	down := errors.New("connection refused")
-	var mu sync.Mutex
-	failing := true
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
-			return fmt.Errorf("%w: %w", persist.ErrUnavailable, down)
-		}
-		return nil
-	})
+	store.Fail(fmt.Errorf("%w: %w", persist.ErrUnavailable, down), faultstore.OpTake)
 	c := newClock()
 	o := testOptions(c)
 	o.AfterFunc = c.AfterFunc
@@ -232,9 +216,7 @@ func TestLoadFailureThenRecovery(t *testing.T) {
 	if s := a.Stats(); s.StoreOK || s.StoreError == "" {
 		t.Fatalf("stats = %+v, want the store marked down", s)
 	}
-	mu.Lock()
-	failing = false
-	mu.Unlock()
+	store.Fail(nil)
 	c.Add(o.RetryBackoff) // the probe finds the store back
 	if got := mustNext(t, tag); got != 1 {
 		t.Fatalf("after recovery id = %d, want 1", got)
@@ -255,7 +237,7 @@ func TestPrefetchFailureRetries(t *testing.T) {
 	calls := make(chan struct{}, 10)
 	var mu sync.Mutex
 	fails := 2
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
+	store.Inject(func(context.Context, faultstore.Call) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls <- struct{}{}
@@ -264,7 +246,7 @@ func TestPrefetchFailureRetries(t *testing.T) {
 			return persist.ErrUnavailable
 		}
 		return nil
-	})
+	}, faultstore.OpTake)
 	mustNext(t, tag) // crosses 10%: prefetch
 	for range 3 {
 		<-calls // two failures, then the retry that succeeds
@@ -286,10 +268,7 @@ func TestPrefetchFailureRetries(t *testing.T) {
 
 func TestLoadTimeout(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		<-ctx.Done() // a hung database: only the deadline ends the call
-		return fmt.Errorf("%w: %w", persist.ErrUnavailable, ctx.Err())
-	})
+	store.Inject(faultstore.Hang, faultstore.OpTake) // only the deadline ends a load
 	o := testOptions(newClock())
 	o.LoadTimeout = 20 * time.Millisecond
 	a := newTestAllocator(t, store, o)
@@ -302,13 +281,10 @@ func TestLoadTimeout(t *testing.T) {
 
 func TestRequestContextEndsWait(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
-	release := make(chan struct{})
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		<-release
-		return nil
-	})
+	hold := faultstore.NewHold()
+	store.Inject(hold.Fault, faultstore.OpTake)
 	a := newTestAllocator(t, store, testOptions(newClock()))
-	t.Cleanup(func() { close(release) }) // runs before the allocator's Close
+	t.Cleanup(hold.Release) // runs before the allocator's Close
 	tag := mustLookup(t, a, "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -434,7 +410,7 @@ func TestGuardRefusesLowerMaxID(t *testing.T) {
 		mustNext(t, tag) // segments [1,11) and [11,21): IDs up to 15 served
 	}
 	waitLoad(t, tag)
-	store.setMaxID("a", 1) // row deleted and re-created, or a backup restored
+	store.db.SetMaxID("a", 1) // row deleted and re-created, or a backup restored
 	var last int64
 	for i := 0; ; i++ {
 		if i == 100 {
@@ -460,7 +436,7 @@ func TestGuardRefusesLowerMaxID(t *testing.T) {
 		t.Fatalf("guard trips not counted: %+v", in)
 	}
 	// Repair: raise max_id above what was served; IDs continue above it.
-	store.setMaxID("a", 1000)
+	store.db.SetMaxID("a", 1000)
 	id := mustNext(t, tag)
 	if id < 1000 {
 		t.Fatalf("after repair id = %d, want >= 1000", id)
@@ -502,7 +478,7 @@ func TestPersistentGuardRepairCounted(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			store := newFakeStore(map[string]int64{"a": 10}).withGuard()
+			store := fakeOn(faultstore.NewMemory(map[string]int64{"a": 10}).WithGuard())
 			o := testOptions(newClock())
 			o.PrefetchAt = 1 // no prefetch before the segment is spent
 			a := newTestAllocator(t, store, o)
@@ -512,7 +488,7 @@ func TestPersistentGuardRepairCounted(t *testing.T) {
 			}
 			waitLoad(t, tag)
 			high := tag.Info().GuardHigh
-			store.setMaxID("a", 1) // row deleted and re-created, or a backup restored
+			store.db.SetMaxID("a", 1) // row deleted and re-created, or a backup restored
 			id, b := tc.next(t, a, store, high)
 			if id != high {
 				t.Fatalf("first ID of a range taken after the row was lowered = %d, want %d (IDs below are reserved)", id, high)
@@ -533,7 +509,7 @@ func TestVanishedTagKeepsServing(t *testing.T) {
 	a := newTestAllocator(t, store, o)
 	tag := mustLookup(t, a, "a")
 	mustNext(t, tag)
-	store.remove("a")
+	store.db.Delete("a")
 	if err := a.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -597,10 +573,7 @@ func TestUnknownTag(t *testing.T) {
 		if _, err := store.Tag(context.Background(), "new"); !errors.Is(err, persist.ErrNotFound) {
 			t.Fatal("the tag was created with auto-create off")
 		}
-		store.mu.Lock()
-		lookups := store.lookups
-		store.mu.Unlock()
-		if lookups != 2 { // one by the allocator, one by this test
+		if lookups := store.Calls(faultstore.OpTag, faultstore.OpTake); lookups != 2 { // one by the allocator, one by this test
 			t.Fatalf("database lookups = %d, want the negative cache to answer repeats", lookups)
 		}
 	})
@@ -705,15 +678,8 @@ func TestManyTagsBlockedStoreBoundsGoroutines(t *testing.T) {
 		rows[fmt.Sprintf("t%05d", i)] = 10
 	}
 	store := newFakeStore(rows)
-	release := make(chan struct{})
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", persist.ErrUnavailable, ctx.Err())
-		}
-	})
+	hold := faultstore.NewHold()
+	store.Inject(hold.Fault, faultstore.OpTake)
 	o := testOptions(nil)
 	o.Loaders = 8
 	o.LoadTimeout = 200 * time.Millisecond
@@ -749,7 +715,7 @@ func TestManyTagsBlockedStoreBoundsGoroutines(t *testing.T) {
 		runtime.Gosched()
 	}
 	wg.Wait()
-	close(release)
+	hold.Release()
 	// callers + this test's goroutines + loaders + a few timers.
 	if limit := base + tags + o.Loaders + 64; peak > limit {
 		t.Fatalf("peak goroutines %d > %d: loads are not bounded by the pool", peak, limit)
@@ -801,7 +767,7 @@ func TestCloseGivesBackUnusedIDs(t *testing.T) {
 			if err := a.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			got := store.maxID("a")
+			got := store.db.MaxID("a")
 			want := tc.want
 			if want < 0 {
 				want = otherEnd

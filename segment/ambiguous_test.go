@@ -6,39 +6,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sync"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 )
-
-// lossyStore takes ranges in the fakeStore it wraps and, on cue, loses the
-// answer of one (ErrAmbiguous): the range is taken in the store, as when
-// the connection breaks once COMMIT was sent. Every range it answers says
-// the database ran its Take again retries times.
-type lossyStore struct {
-	*fakeStore
-	mu      sync.Mutex
-	lose    int // Takes whose answer to lose
-	retries int
-}
-
-func (s *lossyStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	r, err := s.fakeStore.Take(ctx, tag, size)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil && s.lose > 0 {
-		s.lose--
-		return persist.Range{}, fmt.Errorf("take %q: %w: %w: %w", tag, persist.ErrAmbiguous, persist.ErrUnavailable, io.ErrUnexpectedEOF)
-	}
-	r.Retries = s.retries
-	return r, err
-}
-
-// TakeBatch takes each request through Take.
-func (s *lossyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
-}
 
 // TestAmbiguousTakeNeverServed: a Take whose answer is lost took its range
 // in the store. The request that waited for it gets TRYAGAIN; the range is
@@ -46,7 +18,12 @@ func (s *lossyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) 
 // The lost Take and the retries the database made are counted, per tag and
 // in total.
 func TestAmbiguousTakeNeverServed(t *testing.T) {
-	store := &lossyStore{fakeStore: newFakeStore(map[string]int64{"t": 10}), retries: 2}
+	store := newFakeStore(map[string]int64{"t": 10})
+	retried := func(_ context.Context, _ faultstore.Call, r persist.Range) (persist.Range, error) {
+		r.Retries = 2 // the database ran every Take again twice
+		return r, nil
+	}
+	store.InjectAnswer(retried)
 	c := newClock()
 	o := awayOptions(c)
 	o.MaxStep = 10 // every segment is [n, n+10)
@@ -57,14 +34,13 @@ func TestAmbiguousTakeNeverServed(t *testing.T) {
 	waitLoad(t, tag) // [1, 11) and [11, 21) cached
 	// The prefetch of [21, 31), started by ID 11, loses its answer, and is
 	// held in the store until the request for ID 21 waits for it.
-	release := make(chan struct{})
-	store.setHook(func(context.Context, string, int64) error {
-		<-release // the load's deadline is far beyond the test
-		return nil
+	hold := faultstore.NewHold() // the load's deadline is far beyond the test
+	store.Inject(hold.Fault, faultstore.OpTake)
+	lose := faultstore.Lose(1, fmt.Errorf("%w: %w: %w", persist.ErrAmbiguous, persist.ErrUnavailable, io.ErrUnexpectedEOF))
+	store.InjectAnswer(func(ctx context.Context, c faultstore.Call, r persist.Range) (persist.Range, error) {
+		r, _ = retried(ctx, c, r)
+		return lose(ctx, c, r)
 	})
-	store.mu.Lock()
-	store.lose = 1
-	store.mu.Unlock()
 	for range 19 {
 		last = mustNext(t, tag)
 	}
@@ -80,8 +56,7 @@ func TestAmbiguousTakeNeverServed(t *testing.T) {
 	for a.Stats().Waits == waits { // counted once it holds the load it waits for
 		runtime.Gosched()
 	}
-	store.setHook(nil)
-	close(release)
+	hold.Release()
 	if err := <-errc; !errors.Is(err, ErrUnavailable) || !errors.Is(err, persist.ErrAmbiguous) {
 		t.Fatalf("INCR when the load's answer is lost: err = %v, want ErrUnavailable with persist.ErrAmbiguous", err)
 	}

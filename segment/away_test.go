@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 )
 
@@ -46,8 +47,8 @@ func TestStoreHangsOneWaitThenAtOnce(t *testing.T) {
 	o := awayOptions(c)
 	o.LoadTimeout = 100 * time.Millisecond
 	a := newTestAllocator(t, store, o)
-	cut := store.setHung()
-	defer cut()
+	store.Inject(faultstore.Hang) // only a call's deadline ends it
+	defer store.Inject(nil)
 
 	first := mustLookup(t, a, "a")
 	_, err := first.Next(context.Background())
@@ -60,7 +61,7 @@ func TestStoreHangsOneWaitThenAtOnce(t *testing.T) {
 		t.Fatalf("stats after the failed load = %+v, want away since the clock's now, 1 outage, 1 wait, none refused", st)
 	}
 
-	calls := store.callCount()
+	calls := store.Calls()
 	for _, name := range []string{"b", "c", "d", "e"} {
 		_, err := mustLookup(t, a, name).Next(context.Background())
 		wantAway(t, "INCR "+name, err)
@@ -69,7 +70,7 @@ func TestStoreHangsOneWaitThenAtOnce(t *testing.T) {
 	wantAway(t, "INCR of an unknown tag", err)
 	_, err = a.NextN(context.Background(), "b", 5000)
 	wantAway(t, "INCRBY larger than a segment", err)
-	if got := store.callCount(); got != calls {
+	if got := store.Calls(); got != calls {
 		t.Fatalf("store calls while away = %d, want none: requests must not wait on a store that is away", got-calls)
 	}
 	st = a.Stats()
@@ -94,16 +95,16 @@ func TestWaitersReleasedWhenStoreGoesAway(t *testing.T) {
 	failA := make(chan struct{})
 	release := make(chan struct{})
 	var returned atomic.Int32 // hanging loads of b, c, d that returned
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		entered <- tag
-		if tag == "a" {
+	store.Inject(func(_ context.Context, c faultstore.Call) error {
+		entered <- c.Tag
+		if c.Tag == "a" {
 			<-failA
 			return fmt.Errorf("%w: connection reset", persist.ErrUnavailable)
 		}
 		defer returned.Add(1)
 		<-release
 		return fmt.Errorf("%w: %w", persist.ErrUnavailable, context.DeadlineExceeded)
-	})
+	}, faultstore.OpTake)
 	defer close(release)
 
 	errs := make(chan error, 3)
@@ -144,7 +145,7 @@ func TestProbeBackoff(t *testing.T) {
 	c := newClock()
 	o := awayOptions(c)
 	a := newTestAllocator(t, store, o)
-	store.setDown(errors.New("connection refused"))
+	store.Fail(unavailable("connection refused"))
 	tag := mustLookup(t, a, "a")
 	if _, err := tag.Next(context.Background()); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
@@ -158,9 +159,9 @@ func TestProbeBackoff(t *testing.T) {
 			t.Fatalf("pending timers %v, want exactly one probe", p)
 		}
 		delays = append(delays, p[0])
-		calls := store.callCount()
+		calls := store.Calls()
 		c.Add(p[0])
-		if got := store.callCount() - calls; got != 1 {
+		if got := store.Calls() - calls; got != 1 {
 			t.Fatalf("a probe made %d store calls, want 1", got)
 		}
 	}
@@ -172,7 +173,7 @@ func TestProbeBackoff(t *testing.T) {
 		t.Fatalf("stats = %+v, want still away after 6 probes, one outage", st)
 	}
 
-	store.setDown(nil)
+	store.Fail(nil)
 	c.Add(c.pending()[0])
 	st := a.Stats()
 	if !st.StoreOK || !st.AwaySince.IsZero() || st.Probes != 7 || st.Outages != 1 {
@@ -204,13 +205,13 @@ func TestAwayServesCachedThenRecovers(t *testing.T) {
 	waitLoad(t, cached) // both segments cached
 	runway := cached.Info().RunwayIDs
 
-	store.setDown(errors.New("disk I/O error"))
+	store.Fail(unavailable("disk I/O error"))
 	b, cc := mustLookup(t, a, "b"), mustLookup(t, a, "c")
 	if _, err := b.Next(context.Background()); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("INCR b: err = %v, want ErrUnavailable", err)
 	}
 	c.waitTimer()
-	calls := store.callCount()
+	calls := store.Calls()
 	_, err := cc.Next(context.Background())
 	wantAway(t, "INCR c", err)
 	for range runway {
@@ -223,11 +224,11 @@ func TestAwayServesCachedThenRecovers(t *testing.T) {
 	waitLoad(t, cached) // the prefetch of the second segment, put off
 	_, err = cached.Next(context.Background())
 	wantAway(t, "INCR a with its cache spent", err)
-	if got := store.callCount(); got != calls {
+	if got := store.Calls(); got != calls {
 		t.Fatalf("%d store calls while away and no probe ran", got-calls)
 	}
 
-	store.setDown(nil)
+	store.Fail(nil)
 	c.Add(o.RetryBackoff) // the probe loads one of them; the others follow
 	for _, tag := range []*Tag{cached, b, cc} {
 		waitLoad(t, tag)
@@ -263,7 +264,7 @@ func TestProbeWithoutParkedTag(t *testing.T) {
 			store := newFakeStore(map[string]int64{"a": 10})
 			c := newClock()
 			a := newTestAllocator(t, store, awayOptions(c))
-			store.setDown(errors.New("connection refused"))
+			store.Fail(unavailable("connection refused"))
 			if err := a.Sync(context.Background()); err == nil {
 				t.Fatal("sync on a store that is down succeeded")
 			}
@@ -271,7 +272,7 @@ func TestProbeWithoutParkedTag(t *testing.T) {
 				_, err := a.Next(context.Background(), tc.refused)
 				wantAway(t, "INCR of a new tag", err)
 			}
-			store.setDown(nil)
+			store.Fail(nil)
 			c.Add(c.pending()[0])
 			if st := a.Stats(); !st.StoreOK || st.Probes != 1 {
 				t.Fatalf("stats = %+v, want up after one probe", st)
@@ -303,7 +304,7 @@ func TestTagErrorsKeepStoreUp(t *testing.T) {
 			return err
 		}, ErrBadTag},
 		{"RowDeleted", func(t *testing.T, a *Allocator, store *fakeStore) error {
-			store.remove("a")
+			store.db.Delete("a")
 			return drain(t, a)
 		}, ErrTagGone},
 		{"GuardTrip", func(t *testing.T, a *Allocator, store *fakeStore) error {
@@ -312,21 +313,21 @@ func TestTagErrorsKeepStoreUp(t *testing.T) {
 			tag := mustLookup(t, a, "a")
 			mustNextN(t, tag, 5000)
 			waitLoad(t, tag)
-			store.setMaxID("a", 1)
+			store.db.SetMaxID("a", 1)
 			return drain(t, a)
 		}, ErrGuard},
 		{"Overflow", func(t *testing.T, a *Allocator, store *fakeStore) error {
-			store.setMaxID("a", math.MaxInt64-5)
+			store.db.SetMaxID("a", math.MaxInt64-5)
 			return drain(t, a)
 		}, ErrOverflow},
 		{"CallerGaveUp", func(t *testing.T, a *Allocator, store *fakeStore) error {
 			ctx, cancel := context.WithCancel(context.Background())
-			store.setHook(func(hctx context.Context, tag string, size int64) error {
+			store.Inject(func(hctx context.Context, _ faultstore.Call) error {
 				cancel() // the client goes away during the call
 				<-hctx.Done()
 				return fmt.Errorf("%w: %w", persist.ErrUnavailable, hctx.Err())
-			})
-			defer store.setHook(nil)
+			}, faultstore.OpTake)
+			defer store.Inject(nil)
 			_, err := a.NextN(ctx, "a", 500) // a dedicated range, on the caller's context
 			return err
 		}, context.Canceled},
@@ -361,39 +362,6 @@ func drain(t *testing.T, a *Allocator) error {
 	return nil
 }
 
-// flakyStore fails, hangs or loses the reply of some of its Takes, chosen
-// by a seeded generator: a lost reply is a range the database took but the
-// allocator never learnt of.
-type flakyStore struct {
-	*fakeStore
-	mu  sync.Mutex
-	rng *rand.Rand
-}
-
-func (s *flakyStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	s.mu.Lock()
-	roll := s.rng.IntN(100)
-	s.mu.Unlock()
-	switch {
-	case roll < 8: // refused connection
-		return persist.Range{}, fmt.Errorf("%w: connection refused", persist.ErrUnavailable)
-	case roll < 12: // hung until the deadline
-		<-ctx.Done()
-		return persist.Range{}, fmt.Errorf("%w: %w", persist.ErrUnavailable, ctx.Err())
-	case roll < 16: // committed, but the reply is lost
-		if _, err := s.fakeStore.Take(ctx, tag, size); err != nil {
-			return persist.Range{}, err
-		}
-		return persist.Range{}, fmt.Errorf("%w: connection reset", persist.ErrUnavailable)
-	}
-	return s.fakeStore.Take(ctx, tag, size)
-}
-
-// TakeBatch takes each request through Take.
-func (s *flakyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
-}
-
 // TestNoDuplicatesAcrossOutages: two allocators share a store that keeps
 // failing, hanging and losing replies, so the store goes away and comes
 // back many times while 16 clients take IDs and ranges from four tags and
@@ -401,8 +369,32 @@ func (s *flakyStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) 
 // of a tag on one allocator increase.
 func TestNoDuplicatesAcrossOutages(t *testing.T) {
 	tags := []string{"a", "b", "c", "d"}
-	base := newFakeStore(map[string]int64{"a": 10, "b": 10, "c": 10, "d": 10})
-	store := &flakyStore{fakeStore: base, rng: rand.New(rand.NewPCG(1, 2))}
+	store := newFakeStore(map[string]int64{"a": 10, "b": 10, "c": 10, "d": 10})
+	// Some Takes fail, hang or lose their answer, chosen by a seeded
+	// generator: a lost answer is a range the database took but the
+	// allocator never learnt of.
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
+	roll := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.IntN(100)
+	}
+	store.Inject(func(ctx context.Context, c faultstore.Call) error {
+		switch r := roll(); {
+		case r < 8:
+			return unavailable("connection refused")
+		case r < 12:
+			return faultstore.Hang(ctx, c)
+		}
+		return nil
+	}, faultstore.OpTake)
+	store.InjectAnswer(func(_ context.Context, _ faultstore.Call, r persist.Range) (persist.Range, error) {
+		if roll() < 4 {
+			return persist.Range{}, unavailable("connection reset")
+		}
+		return r, nil
+	})
 	o := testOptions(nil)
 	o.MaxStep = 40
 	o.LoadTimeout = 20 * time.Millisecond
@@ -490,7 +482,7 @@ func TestReloadsYieldToRequests(t *testing.T) {
 	o := awayOptions(c)
 	o.Loaders = 8
 	a := newTestAllocator(t, store, o)
-	store.setDown(errors.New("connection refused"))
+	store.Fail(unavailable("connection refused"))
 	if _, err := a.Next(context.Background(), "p00"); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
@@ -506,25 +498,25 @@ func TestReloadsYieldToRequests(t *testing.T) {
 	hung := make(chan string, 40)
 	release := make(chan struct{})
 	defer close(release)
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
+	store.Inject(func(_ context.Context, c faultstore.Call) error {
 		mu.Lock()
-		if tag == "x" || allowed[tag] || !probed {
-			probed = probed || tag != "x"
+		if c.Tag == "x" || allowed[c.Tag] || !probed {
+			probed = probed || c.Tag != "x"
 			mu.Unlock()
 			return nil
 		}
-		entered[tag] = true
+		entered[c.Tag] = true
 		running++
 		most = max(most, running)
 		mu.Unlock()
-		hung <- tag
+		hung <- c.Tag
 		<-release // a reload that hangs
 		mu.Lock()
 		running--
 		mu.Unlock()
 		return nil
-	})
-	store.setDown(nil)
+	}, faultstore.OpTake)
+	store.Fail(nil)
 	c.Add(c.pending()[0]) // the probe loads one parked tag; the others are queued behind requests
 	for range o.Loaders / 2 {
 		<-hung // the reloads that may run at once have started, and hang
@@ -564,14 +556,14 @@ func TestFailureWhileStoreAnswers(t *testing.T) {
 	store := newFakeStore(map[string]int64{"locked": 10, "b": 10})
 	a := newTestAllocator(t, store, awayOptions(newClock()))
 	entered, release := make(chan struct{}), make(chan struct{})
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		if tag != "locked" {
+	store.Inject(func(_ context.Context, c faultstore.Call) error {
+		if c.Tag != "locked" {
 			return nil
 		}
 		close(entered)
 		<-release
 		return fmt.Errorf("%w: lock wait timeout exceeded", persist.ErrUnavailable)
-	})
+	}, faultstore.OpTake)
 	errs := make(chan error, 1)
 	go func() {
 		_, err := a.Next(context.Background(), "locked")

@@ -6,24 +6,20 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 )
-
-// noInsertStore refuses to create tags, as a database whose user may not
-// insert into leaf_alloc.
-type noInsertStore struct{ *fakeStore }
-
-func (s noInsertStore) Create(ctx context.Context, name string, step int64, desc string) (bool, error) {
-	return false, fmt.Errorf("create %q: %w: creating a tag needs INSERT on leaf_alloc (GRANT INSERT ON leaf_alloc TO app)", name, persist.ErrDenied)
-}
 
 // TestAutoCreateDenied: with auto-create on and a store that may not
 // create tags, an unknown tag is an error that says so (ErrUnknownTag with
 // persist.ErrDenied), not TRYAGAIN; the store stays up and the tags it has
 // serve on; the name is remembered, with its reason, for NegativeTTL.
 func TestAutoCreateDenied(t *testing.T) {
-	store := noInsertStore{newFakeStore(map[string]int64{"known": 10})}
-	store.denyNew = fmt.Errorf("take %q: %w: creating a tag needs INSERT on leaf_alloc (GRANT INSERT ON leaf_alloc TO app)", "new", persist.ErrDenied)
+	store := newFakeStore(map[string]int64{"known": 10})
+	// A database whose user may not insert into leaf_alloc.
+	store.Inject(func(_ context.Context, c faultstore.Call) error {
+		return fmt.Errorf("create %q: %w: creating a tag needs INSERT on leaf_alloc (GRANT INSERT ON leaf_alloc TO app)", c.Tag, persist.ErrDenied)
+	}, faultstore.OpCreate)
 	c := newClock()
 	o := awayOptions(c)
 	o.AutoCreate = true
@@ -35,10 +31,7 @@ func TestAutoCreateDenied(t *testing.T) {
 			t.Fatalf("INCR of a tag the store may not create: err = %v, want ErrUnknownTag with persist.ErrDenied", err)
 		}
 	}
-	store.mu.Lock()
-	n := store.lookups
-	store.mu.Unlock()
-	if n != 1 {
+	if n := store.Calls(faultstore.OpCreate); n != 1 {
 		t.Errorf("%d lookups of the name, want 1: the refusal is remembered", n)
 	}
 	if st := a.Stats(); !st.StoreOK {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 )
 
@@ -48,20 +49,20 @@ type heldAnswer struct {
 func holdAnswers(t *testing.T, store *fakeStore, match func(tag string, r persist.Range) bool) <-chan heldAnswer {
 	t.Helper()
 	held := make(chan heldAnswer, 1)
-	store.setAnswerHook(func(ctx context.Context, tag string, r persist.Range) error {
-		if !match(tag, r) {
-			return nil
+	store.InjectAnswer(func(ctx context.Context, c faultstore.Call, r persist.Range) (persist.Range, error) {
+		if !match(c.Tag, r) {
+			return r, nil
 		}
 		h := heldAnswer{r: r, release: make(chan error, 1)}
 		held <- h
 		select {
 		case err := <-h.release:
-			return err
+			return r, err
 		case <-ctx.Done():
-			return ctx.Err()
+			return r, ctx.Err()
 		}
 	})
-	t.Cleanup(func() { store.setAnswerHook(nil) })
+	t.Cleanup(func() { store.InjectAnswer(nil) })
 	return held
 }
 
@@ -104,7 +105,7 @@ func TestFloorDuringDedicatedTake(t *testing.T) {
 		t.Fatalf("dedicated range %v: the test needs it below the floor", h.r)
 	}
 	floorAt(t, a, store, "t", floor)
-	store.setAnswerHook(nil)
+	store.InjectAnswer(nil)
 	h.release <- nil
 	r := <-got
 	if r.err != nil {
@@ -136,7 +137,7 @@ func TestFloorDuringFirstLoad(t *testing.T) {
 		t.Fatalf("first range %v: the test needs it below the floor", h.r)
 	}
 	floorAt(t, a, store, "fresh", floor)
-	store.setAnswerHook(nil)
+	store.InjectAnswer(nil)
 	h.release <- nil
 	ids := newSeen(t)
 	for range 300 { // across segments
@@ -176,7 +177,7 @@ func TestFloorDuringLoadLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	floorAt(t, a, store, "t", 150)
-	store.setAnswerHook(nil)
+	store.InjectAnswer(nil)
 	h.release <- fmt.Errorf("%w: %w", persist.ErrAmbiguous, lost)
 	if err := <-got; err == nil {
 		t.Fatalf("INCR whose load's answer was lost (%v) succeeded", lost)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/leaf-id/leaf/internal/faultstore"
 )
 
 // TestGroupCommit: the loads queued while the loader is busy (first
@@ -20,18 +22,18 @@ func TestGroupCommit(t *testing.T) {
 		rows[fmt.Sprintf("known%02d", i)] = 10
 	}
 	store := newFakeStore(rows)
-	store.setMaxID("full", math.MaxInt64-5) // a Take of 10 overflows
+	store.db.SetMaxID("full", math.MaxInt64-5) // a Take of 10 overflows
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		if tag == "gate" {
+	store.Inject(func(_ context.Context, c faultstore.Call) error {
+		if c.Tag == "gate" {
 			once.Do(func() {
 				close(entered)
 				<-release
 			})
 		}
 		return nil
-	})
+	}, faultstore.OpTake)
 	o := testOptions(newClock())
 	o.Loaders = 1 // one worker: what queues behind the gate is one group
 	a := newTestAllocator(t, store, o)
@@ -60,7 +62,7 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("INCR full: err = %v, want ErrOverflow", err)
 	}
 	// Then the INCRs' prefetches, grouped as they come.
-	if got := store.batchSizes(); len(got) == 0 || got[0] != len(names)+1 {
+	if got := store.Batches(); len(got) == 0 || got[0] != len(names)+1 {
 		t.Fatalf("TakeBatch sizes = %v, want the first of %d", got, len(names)+1)
 	}
 	if st := a.Stats(); !st.StoreOK || st.LoadFailures == 0 {
@@ -85,15 +87,15 @@ func TestGroupCommitUnknownWithoutAutoCreate(t *testing.T) {
 	a := newTestAllocator(t, store, o)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	store.setHook(func(ctx context.Context, tag string, size int64) error {
-		if tag == "a" {
+	store.Inject(func(_ context.Context, c faultstore.Call) error {
+		if c.Tag == "a" {
 			once.Do(func() {
 				close(entered)
 				<-release
 			})
 		}
 		return nil
-	})
+	}, faultstore.OpTake)
 	a.Prepare([]byte("a"))
 	<-entered
 	a.Prepare([]byte("nope"))
@@ -109,7 +111,7 @@ func TestGroupCommitUnknownWithoutAutoCreate(t *testing.T) {
 	}
 	// Without auto-create, Prepare leaves unknown names to the lookup:
 	// b's load ran alone, a Take.
-	if got := store.batchSizes(); len(got) != 0 {
+	if got := store.Batches(); len(got) != 0 {
 		t.Fatalf("TakeBatch sizes = %v, want none", got)
 	}
 }
@@ -124,7 +126,7 @@ func TestGroupCommitNeverRepeats(t *testing.T) {
 	for i := range tags {
 		rows[fmt.Sprintf("t%02d", i)] = int64(3 + i%4)
 	}
-	store := newFakeStore(rows).withGuard()
+	store := fakeOn(faultstore.NewMemory(rows).WithGuard())
 	o := testOptions(nil)
 	o.Loaders = 3
 	o.MaxLoadBatch = 5
@@ -173,7 +175,7 @@ func TestGroupCommitNeverRepeats(t *testing.T) {
 	}
 	wg.Wait()
 	grouped := false
-	for _, n := range store.batchSizes() {
+	for _, n := range store.Batches() {
 		if n > o.MaxLoadBatch {
 			t.Fatalf("a group of %d loads, more than MaxLoadBatch %d", n, o.MaxLoadBatch)
 		}

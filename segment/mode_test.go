@@ -3,10 +3,10 @@ package segment
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 )
 
@@ -38,8 +38,8 @@ func (m modes) Layout(string) (string, error) { return "L", nil }
 
 func snowflakeStore() *fakeStore {
 	s := newFakeStore(map[string]int64{"seg": 100})
-	s.rows["sf"] = &persist.Tag{Name: "sf", MaxID: 1, Step: 100, Mode: persist.ModeSnowflake, Layout: "L"}
-	s.rows["old"] = &persist.Tag{Name: "old", MaxID: 1, Step: 100, Mode: persist.ModeSnowflake, Layout: "K"}
+	s.db.Put(persist.Tag{Name: "sf", MaxID: 1, Step: 100, Mode: persist.ModeSnowflake, Layout: "L"})
+	s.db.Put(persist.Tag{Name: "old", MaxID: 1, Step: 100, Mode: persist.ModeSnowflake, Layout: "K"})
 	return s
 }
 
@@ -66,8 +66,8 @@ func TestModeTags(t *testing.T) {
 	if id, ok := sf.TryNextN(1); !ok || id != 1<<40+12 {
 		t.Fatalf("TryNextN = %d, %v", id, ok)
 	}
-	if store.takeCount() != 0 {
-		t.Fatalf("%d takes from the store for a Snowflake tag", store.takeCount())
+	if len(store.Taken()) != 0 {
+		t.Fatalf("%d takes from the store for a Snowflake tag", len(store.Taken()))
 	}
 	if in := sf.Info(); in.Mode != persist.ModeSnowflake || in.Issued != 12 || in.Init {
 		t.Fatalf("Info() = %+v", in)
@@ -101,7 +101,7 @@ func TestModeTagsWithoutModes(t *testing.T) {
 	if _, ok := mustLookup(t, a, "sf").TryNextN(1); ok {
 		t.Fatal("TryNextN succeeded")
 	}
-	if store.takeCount() != 0 {
+	if len(store.Taken()) != 0 {
 		t.Fatal("a Snowflake tag took a range")
 	}
 }
@@ -116,7 +116,7 @@ func TestHold(t *testing.T) {
 	seg := mustLookup(t, a, "seg")
 	first := mustNext(t, seg)
 	waitLoad(t, seg)
-	takes := store.takeCount()
+	takes := len(store.Taken())
 
 	lapsed := errors.New("lease lapsed")
 	a.Hold(lapsed)
@@ -141,7 +141,7 @@ func TestHold(t *testing.T) {
 	if id := mustNext(t, seg); id != first+1 {
 		t.Fatalf("after Release: %d, want the cached %d", id, first+1)
 	}
-	if store.takeCount() != takes {
+	if len(store.Taken()) != takes {
 		t.Fatal("Hold or Release took a range")
 	}
 }
@@ -152,12 +152,12 @@ func TestSkipTo(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 100})
 	a := newTestAllocator(t, store, testOptions(newClock()))
 	tag := mustLookup(t, a, "a")
-	release, loadFrom := cachedAndLoading(t, store, tag)
+	hold, loadFrom := cachedAndLoading(t, store, tag)
 	// The load in flight answers a range from loadFrom: as if its Take had
 	// been committed before the floor was raised in the store.
 	floor := loadFrom + 10
 	a.SkipTo("a", floor)
-	close(release)
+	hold.Release()
 	for range 50 {
 		if id := mustNext(t, tag); id <= floor {
 			t.Fatalf("ID %d at or below the floor %d", id, floor)
@@ -170,7 +170,7 @@ func TestSkipTo(t *testing.T) {
 	if tag.Info().NextReady {
 		want++
 	}
-	if got := store.takeCount(); got != want {
+	if got := len(store.Taken()); got != want {
 		t.Fatalf("%d takes, want %d: two segments, the one refused, the one after (and its prefetch)", got, want)
 	}
 	a.SkipTo("unknown", 5) // nothing cached: nothing to do
@@ -186,41 +186,32 @@ func TestDropCached(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 100})
 	a := newTestAllocator(t, store, testOptions(newClock()))
 	tag := mustLookup(t, a, "a")
-	release, loadFrom := cachedAndLoading(t, store, tag)
+	hold, loadFrom := cachedAndLoading(t, store, tag)
 	a.DropCached()
-	close(release)
+	hold.Release()
 	id := mustNext(t, tag)
-	refused := loadFrom + store.sizeOf(2) // the end of the range loading at the drop
-	if id < refused || store.takeCount() != 4 {
-		t.Fatalf("first ID after DropCached %d (after %d takes), want a new range from %d", id, store.takeCount(), refused)
+	refused := loadFrom + store.Taken()[2].Size() // the end of the range loading at the drop
+	if id < refused || len(store.Taken()) != 4 {
+		t.Fatalf("first ID after DropCached %d (after %d takes), want a new range from %d", id, len(store.Taken()), refused)
 	}
 }
 
 // cachedAndLoading takes IDs of tag until its second segment is current
-// and the load of the third is in flight, blocked until release is closed
-// (or the load's deadline); loadFrom is where the third will start.
-func cachedAndLoading(t *testing.T, store *fakeStore, tag *Tag) (release chan struct{}, loadFrom int64) {
+// and the load of the third is in flight, held until released (or the
+// load's deadline); loadFrom is where the third will start.
+func cachedAndLoading(t *testing.T, store *fakeStore, tag *Tag) (hold *faultstore.Hold, loadFrom int64) {
 	t.Helper()
 	for !tag.Info().NextReady { // until the prefetch has loaded the second
 		mustNext(t, tag)
 		waitLoad(t, tag)
 	}
-	release, started := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	store.setHook(func(ctx context.Context, _ string, _ int64) error {
-		once.Do(func() { close(started) }) // later loads pass once released
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	hold = faultstore.NewHold()
+	store.Inject(hold.Fault, faultstore.OpTake)
 	for !tag.Info().Loading { // into the second, past its prefetch point
 		mustNext(t, tag)
 	}
-	<-started
-	return release, store.maxID("a")
+	<-hold.Entered()
+	return hold, store.db.MaxID("a")
 }
 
 // TestModeTagLastIssued: a Snowflake tag's last ID is the generator's

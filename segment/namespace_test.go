@@ -71,11 +71,11 @@ func TestExistsAndCreateFloor(t *testing.T) {
 	if _, err := store.Tag(ctx, "new"); err == nil {
 		t.Fatal("Exists created the row")
 	}
-	oldMax := store.maxID("old")
+	oldMax := store.db.MaxID("old")
 	if created, err := a.CreateFloor(ctx, "old", 100); err != nil || created {
 		t.Fatalf("CreateFloor of an existing tag = %v, %v", created, err)
 	}
-	if got := store.maxID("old"); got != oldMax {
+	if got := store.db.MaxID("old"); got != oldMax {
 		t.Fatalf("CreateFloor of an existing tag moved max_id from %d to %d", oldMax, got)
 	}
 	if created, err := a.CreateFloor(ctx, "new", 100); err != nil || !created {

@@ -10,24 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 )
-
-// hungGiveBack is a store whose GiveBack never answers, as a hung (SIGSTOPped)
-// database: it returns only when its context ends.
-type hungGiveBack struct{ *fakeStore }
-
-func (s hungGiveBack) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
-	<-ctx.Done()
-	return false, fmt.Errorf("%w: %w", persist.ErrUnavailable, ctx.Err())
-}
 
 // TestCloseOnHungDatabase: the give-back of Close is bounded by
 // load_timeout, like every database call of the allocator, so a hung
 // database cannot hold a shutdown for the caller's whole deadline (here:
 // none). Close reports the failure; the IDs stay a gap, never a repeat.
 func TestCloseOnHungDatabase(t *testing.T) {
-	store := hungGiveBack{newFakeStore(map[string]int64{"a": 10, "b": 10})}
+	store := newFakeStore(map[string]int64{"a": 10, "b": 10})
+	// GiveBack never answers, as a hung (SIGSTOPped) database: it returns
+	// only when its context ends.
+	store.Inject(faultstore.Hang, faultstore.OpGiveBack)
 	o := testOptions(newClock())
 	// Long enough for the loads before Close on a busy machine; the hung
 	// give-backs each end at it.
@@ -43,7 +38,7 @@ func TestCloseOnHungDatabase(t *testing.T) {
 		}
 		waitLoad(t, tag) // the prefetched next segment: two give-backs due
 	}
-	before := map[string]int64{"a": store.maxID("a"), "b": store.maxID("b")}
+	before := map[string]int64{"a": store.db.MaxID("a"), "b": store.db.MaxID("b")}
 	done := make(chan error, 1)
 	go func() { done <- a.Close(context.Background()) }()
 	select {
@@ -55,7 +50,7 @@ func TestCloseOnHungDatabase(t *testing.T) {
 		t.Fatal("Close still waits on a hung database after a minute")
 	}
 	for _, name := range []string{"a", "b"} {
-		if got := store.maxID(name); got != before[name] {
+		if got := store.db.MaxID(name); got != before[name] {
 			t.Errorf("max_id of %s = %d, want %d: nothing given back", name, got, before[name])
 		}
 	}
@@ -79,13 +74,13 @@ func (s *batchStore) GiveBackBatch(ctx context.Context, reqs []persist.GiveBackR
 	if fail != nil {
 		return nil, fail
 	}
-	s.fakeStore.mu.Lock()
-	defer s.fakeStore.mu.Unlock()
 	matched := make([]bool, len(reqs))
 	for i, r := range reqs {
-		if row, ok := s.rows[r.Tag]; ok && row.MaxID == r.From {
-			row.MaxID, matched[i] = r.To, true
+		ok, err := s.db.GiveBack(ctx, r.Tag, r.From, r.To)
+		if err != nil {
+			return nil, err
 		}
+		matched[i] = ok
 	}
 	return matched, nil
 }
@@ -137,7 +132,7 @@ func TestCloseGivesBackInBatches(t *testing.T) {
 					otherEnd[name] = r.End
 				}
 			}
-			backsBefore := fake.backs
+			backsBefore := fake.Calls(faultstore.OpGiveBack)
 			if err := a.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -148,15 +143,15 @@ func TestCloseGivesBackInBatches(t *testing.T) {
 				if len(got) != 3 || got[0] >= group || got[1] != group || got[2] != group {
 					t.Errorf("batches %v, want two of %d and one smaller", bs.batches, group)
 				}
-				if fake.backs != backsBefore {
-					t.Errorf("%d give-backs tag by tag beside the batches", fake.backs-backsBefore)
+				if n := fake.Calls(faultstore.OpGiveBack) - backsBefore; n != 0 {
+					t.Errorf("%d give-backs tag by tag beside the batches", n)
 				}
 			}
 			b := newTestAllocator(t, fake, o)
 			for i := range n {
 				name := fmt.Sprintf("t%04d", i)
 				if end, ok := otherEnd[name]; ok {
-					if got := fake.maxID(name); got != end {
+					if got := fake.db.MaxID(name); got != end {
 						t.Fatalf("%s: max_id %d after Close, want %d (another server's range kept)", name, got, end)
 					}
 					continue
@@ -189,7 +184,7 @@ func TestCloseSummarisesFailedGiveBacks(t *testing.T) {
 		tag := mustLookup(t, a, name)
 		mustNext(t, tag)
 		waitLoad(t, tag)
-		before[name] = bs.maxID(name)
+		before[name] = bs.db.MaxID(name)
 	}
 	err := a.Close(context.Background())
 	if !errors.Is(err, persist.ErrUnavailable) {
@@ -199,7 +194,7 @@ func TestCloseSummarisesFailedGiveBacks(t *testing.T) {
 		t.Fatalf("Close's error is not the one-line summary: %q", msg)
 	}
 	for name := range steps {
-		if got := bs.maxID(name); got != before[name] {
+		if got := bs.db.MaxID(name); got != before[name] {
 			t.Fatalf("max_id of %s = %d after failed give-backs, want %d", name, got, before[name])
 		}
 	}

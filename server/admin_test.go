@@ -104,8 +104,8 @@ func TestFloorTwoServers(t *testing.T) {
 	t.Run("cached on both", func(t *testing.T) {
 		const tag = "order"
 		for range 3 {
-			record(t, "a", tag, mustIncr(t, ca, tag))
-			record(t, "b", tag, mustIncr(t, cb, tag))
+			record(t, "a", tag, redistest.Incr(t, ca, tag))
+			record(t, "b", tag, redistest.Incr(t, cb, tag))
 		}
 		got := do(t, ca, "LEAF.FLOOR", tag, floor)
 		if got != int64(floor) {
@@ -116,7 +116,7 @@ func TestFloorTwoServers(t *testing.T) {
 		}
 		// a skipped its own cache: every later ID is above the floor.
 		for range 30 {
-			id := mustIncr(t, ca, tag)
+			id := redistest.Incr(t, ca, tag)
 			record(t, "a", tag, id)
 			if id <= floor {
 				t.Fatalf("server a after LEAF.FLOOR %d: INCR = %d", floor, id)
@@ -126,7 +126,7 @@ func TestFloorTwoServers(t *testing.T) {
 		// only IDs above the floor.
 		prev, below := int64(0), 0
 		for i := range 30 {
-			id := mustIncr(t, cb, tag)
+			id := redistest.Incr(t, cb, tag)
 			record(t, "b", tag, id)
 			if id <= prev {
 				t.Fatalf("server b: %d after %d", id, prev)
@@ -147,7 +147,7 @@ func TestFloorTwoServers(t *testing.T) {
 
 	t.Run("fresh on the other server", func(t *testing.T) {
 		const tag = "invoice"
-		mustIncr(t, ca, tag)
+		redistest.Incr(t, ca, tag)
 		if got := do(t, ca, "SET", tag, floor); got != "OK" {
 			t.Fatalf("SET %s %d = %v, want OK", tag, floor, got)
 		}
@@ -155,7 +155,7 @@ func TestFloorTwoServers(t *testing.T) {
 			name string
 			cl   *redis.Client
 		}{{"a", ca}, {"b", cb}} {
-			if id := mustIncr(t, c.cl, tag); id <= floor {
+			if id := redistest.Incr(t, c.cl, tag); id <= floor {
 				t.Fatalf("server %s: INCR %s after SET %d = %d", c.name, tag, floor, id)
 			}
 		}
@@ -169,7 +169,7 @@ func TestFloorTwoServers(t *testing.T) {
 		if r := row(t, b, tag); r.MaxID != 5001 || r.Step != 10 {
 			t.Fatalf("row after LEAF.FLOOR of a missing tag = %+v, want max_id 5001, step 10", r)
 		}
-		if id := mustIncr(t, ca, tag); id != 5001 {
+		if id := redistest.Incr(t, ca, tag); id != 5001 {
 			t.Fatalf("server a: first INCR %s = %d, want 5001", tag, id)
 		}
 	})
@@ -213,7 +213,7 @@ func TestAdminCommands(t *testing.T) {
 			if r := row(t, in, p+"full"); r.Step != 50 || r.Description != "order IDs" {
 				t.Fatalf("row = %+v, want step 50, description %q", r, "order IDs")
 			}
-			if id := mustIncr(t, c, p+"full"); id != 1 {
+			if id := redistest.Incr(t, c, p+"full"); id != 1 {
 				t.Fatalf("first INCR of a created tag = %d, want 1", id)
 			}
 		})
@@ -243,7 +243,7 @@ func TestAdminCommands(t *testing.T) {
 			if v, err := c.Get(context.Background(), tag).Result(); !errors.Is(err, redis.Nil) {
 				t.Fatalf("GET before any INCR = %q, %v; want nil", v, err)
 			}
-			mustIncr(t, c, tag)
+			redistest.Incr(t, c, tag)
 			last, err := c.IncrBy(context.Background(), tag, 7).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -263,7 +263,7 @@ func TestAdminCommands(t *testing.T) {
 			if v := c.Get(context.Background(), tag).Val(); v != "500" {
 				t.Fatalf("GET after SET 500, before any INCR = %q, want the floor 500", v)
 			}
-			if id := mustIncr(t, c, tag); id != 501 {
+			if id := redistest.Incr(t, c, tag); id != 501 {
 				t.Fatalf("INCR after SET 500 = %d", id)
 			}
 			if got := do(t, c, "SET", tag, 5000); got != "OK" {
@@ -272,14 +272,14 @@ func TestAdminCommands(t *testing.T) {
 			if v := c.Get(context.Background(), tag).Val(); v != "501" {
 				t.Fatalf("GET after SET 5000 = %q, want 501 (the last ID handed out)", v)
 			}
-			f := leafInfo(t, c, tag)
+			f := redistest.LeafInfo(t, c, tag)
 			if f["issued"] != int64(1) {
 				t.Fatalf("LEAF.INFO issued = %v after one INCR, want 1", f["issued"])
 			}
 			if sk, _ := f["skipped"].(int64); sk < 1 {
 				t.Fatalf("LEAF.INFO skipped = %v after a floor past cached IDs", f["skipped"])
 			}
-			if id := mustIncr(t, c, tag); id != 5001 {
+			if id := redistest.Incr(t, c, tag); id != 5001 {
 				t.Fatalf("INCR after SET 5000 = %d, want 5001", id)
 			}
 			if v := c.Get(context.Background(), tag).Val(); v != "5001" {
@@ -289,11 +289,11 @@ func TestAdminCommands(t *testing.T) {
 
 		t.Run("set and floor", func(t *testing.T) {
 			tag := p + "set"
-			mustIncr(t, c, tag)
+			redistest.Incr(t, c, tag)
 			if got := do(t, c, "SET", tag, 41); got != "OK" {
 				t.Fatalf("SET = %v, want OK", got)
 			}
-			if id := mustIncr(t, c, tag); id != 42 {
+			if id := redistest.Incr(t, c, tag); id != 42 {
 				t.Fatalf("INCR after SET 41 = %d, want 42", id)
 			}
 			if got := do(t, c, "set", tag, 42); got != "OK" { // equal to the last ID: nothing to lower
@@ -305,7 +305,7 @@ func TestAdminCommands(t *testing.T) {
 			if want := row(t, in, tag).MaxID - 1; got != want || want < 100 {
 				t.Fatalf("LEAF.FLOOR 100 = %v, want the floor in effect %d (>= 100)", got, want)
 			}
-			if id := mustIncr(t, c, tag); id != 101 {
+			if id := redistest.Incr(t, c, tag); id != 101 {
 				t.Fatalf("INCR after LEAF.FLOOR 100 = %d, want 101", id)
 			}
 			if v := c.Get(context.Background(), tag).Val(); v != "101" {
@@ -341,7 +341,7 @@ func TestAdminErrors(t *testing.T) {
 	c := newClient(t, in.Addr, 3, "")
 	do(t, c, "LEAF.CREATE", "exists")
 	for range 5 {
-		mustIncr(t, c, "low")
+		redistest.Incr(t, c, "low")
 	}
 	cases := []struct {
 		name string
@@ -397,7 +397,7 @@ func TestAdminErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			wantErr(t, c, tc.want, tc.args...)
-			id := mustIncr(t, c, "alive")
+			id := redistest.Incr(t, c, "alive")
 			if id <= last {
 				t.Fatalf("INCR alive after the error = %d, want > %d", id, last)
 			}
@@ -445,7 +445,7 @@ func TestAdminPassword(t *testing.T) {
 			forEachProtocol(t, func(t *testing.T, proto int) {
 				ctx := context.Background()
 				user := userClient(t, in.Addr, proto, "", setup.password)
-				mustIncr(t, user, "t")
+				redistest.Incr(t, user, "t")
 				for _, ac := range adminCmds {
 					wantErr(t, user, noperm(ac.name), ac.args...)
 				}
@@ -477,7 +477,7 @@ func TestAdminPassword(t *testing.T) {
 					t.Fatalf("SET as admin = %v", got)
 				}
 				// admin runs the normal commands too.
-				if id := mustIncr(t, admin, tag); id != 601 {
+				if id := redistest.Incr(t, admin, tag); id != 601 {
 					t.Fatalf("INCR as admin after SET 600 = %d, want 601", id)
 				}
 				wantUser(t, admin, "admin")
@@ -513,7 +513,7 @@ func TestAdminPassword(t *testing.T) {
 		if got := do(t, c, "LEAF.CREATE", "t2"); got != "OK" {
 			t.Fatalf("LEAF.CREATE as default = %v", got)
 		}
-		mustIncr(t, c, "t")
+		redistest.Incr(t, c, "t")
 		if got := do(t, c, "LEAF.STEP", "t", 20); got != "OK" {
 			t.Fatalf("LEAF.STEP as default = %v", got)
 		}

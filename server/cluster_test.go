@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/cluster"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/server/servertest"
 	"github.com/leaf-id/leaf/snowflake"
@@ -73,7 +74,7 @@ func TestSnowflakeTags(t *testing.T) {
 		if err := c.Do(ctx, "LEAF.CREATE", "sf", "MODE", "snowflake", "DESC", "orders").Err(); err != nil {
 			t.Fatalf("LEAF.CREATE MODE snowflake: %v", err)
 		}
-		a := mustIncr(t, c, "sf")
+		a := redistest.Incr(t, c, "sf")
 		b, err := c.IncrBy(ctx, "sf", 10).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -97,10 +98,10 @@ func TestSnowflakeTags(t *testing.T) {
 		if err := c.Do(ctx, "LEAF.CREATE", "seg", "MODE", "SEGMENT", "STEP", "5").Err(); err != nil {
 			t.Fatalf("LEAF.CREATE MODE segment: %v", err)
 		}
-		if id := mustIncr(t, c, "seg"); id != 1 {
+		if id := redistest.Incr(t, c, "seg"); id != 1 {
 			t.Fatalf("segment tag's first ID %d", id)
 		}
-		f := leafInfo(t, c, "sf")
+		f := redistest.LeafInfo(t, c, "sf")
 		if f["mode"] != "snowflake" || f["issued"] != int64(11) {
 			t.Fatalf("LEAF.INFO sf: mode %v issued %v", f["mode"], f["issued"])
 		}
@@ -131,20 +132,20 @@ func TestFloorConfirmedByEveryServer(t *testing.T) {
 	// default read timeout of 3s.
 	ca, cb := slowClient(t, a.Addr), slowClient(t, b.Addr)
 	ctx := context.Background()
-	mustIncr(t, ca, "t")
-	if id := mustIncr(t, cb, "t"); id > 5000 {
+	redistest.Incr(t, ca, "t")
+	if id := redistest.Incr(t, cb, "t"); id > 5000 {
 		t.Fatalf("b's first ID %d: the test needs IDs below the floor cached", id)
 	}
 	if got, err := ca.Do(ctx, "LEAF.FLOOR", "t", "5000").Int64(); err != nil || got < 5000 {
 		t.Fatalf("LEAF.FLOOR = %d, %v", got, err)
 	}
-	if id := mustIncr(t, cb, "t"); id <= 5000 {
+	if id := redistest.Incr(t, cb, "t"); id <= 5000 {
 		t.Fatalf("b handed out %d after LEAF.FLOOR t 5000 answered", id)
 	}
 	if err := cb.Set(ctx, "t", 90_000, 0).Err(); err != nil {
 		t.Fatalf("SET through b: %v", err)
 	}
-	if id := mustIncr(t, ca, "t"); id <= 90_000 {
+	if id := redistest.Incr(t, ca, "t"); id <= 90_000 {
 		t.Fatalf("a handed out %d after SET t 90000 answered", id)
 	}
 
@@ -168,14 +169,14 @@ func TestFloorConfirmedByEveryServer(t *testing.T) {
 	// c's heartbeat stalls (an hour): the floor through a names it.
 	c := startNode(t, path, "c", time.Hour, 5*time.Second)
 	cc := newClient(t, c.Addr, 3, "")
-	mustIncr(t, cc, "t")
+	redistest.Incr(t, cc, "t")
 	want := fmt.Sprintf("ERR floor 200000 of tag 't' is set in the store and on this server, but "+
 		"servers did not confirm the change within 5s: c (%s)", c.Addr)
 	wantErr(t, ca, want, "LEAF.FLOOR", "t", "200000")
 	if err := c.Node.Beat(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if id := mustIncr(t, cc, "t"); id <= 200_000 {
+	if id := redistest.Incr(t, cc, "t"); id <= 200_000 {
 		t.Fatalf("c handed out %d after reading the floor 200000", id)
 	}
 	// Steps the same way; a server that left cleanly is not waited for.

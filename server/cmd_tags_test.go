@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server/servertest"
 )
@@ -20,7 +21,7 @@ func TestLeafTags(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto int) {
 		c := newClient(t, in.Addr, proto, "")
 		if proto == 3 { // first run: make the tags
-			mustIncr(t, c, "b")
+			redistest.Incr(t, c, "b")
 			if err := c.IncrBy(ctx, "a", 4).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -82,9 +83,9 @@ func TestInfoTagSummary(t *testing.T) {
 		t.Fatalf("INFO keyspace without tags:\n%s", empty)
 	}
 
-	mustIncr(t, c, "a")
-	mustIncr(t, c, "b")
-	mustIncr(t, c, "b")
+	redistest.Incr(t, c, "a")
+	redistest.Incr(t, c, "b")
+	redistest.Incr(t, c, "b")
 	info, err := c.Info(ctx, "leaf", "keyspace").Result()
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/rawresp"
-	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -124,22 +124,19 @@ func TestTransportPipelines(t *testing.T) {
 func TestRepliesBeforeLoad(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			bs := &blockingStore{only: "slow", entered: make(chan struct{}), release: make(chan struct{})}
-			a, _ := newAlloc(t, "", segment.DefaultOptions(), func(s persist.Store) persist.Store {
-				bs.Store = s
-				return bs
-			})
+			hold := faultstore.NewHold()
+			a, _ := newAlloc(t, "", segment.DefaultOptions(), holdTakes(hold, "slow"))
 			lc := rawresp.Dial(t, serve(t, New(a, Options{EventLoops: tr.loops})))
 			lc.Send(rawresp.Cmd("INCR", "k"))
 			lc.Expect(":1\r\n")
 			lc.Send(rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "slow") + rawresp.Cmd("INCR", "k"))
 			lc.Expect(":2\r\n:3\r\n")
 			select {
-			case <-bs.entered: // the load is held: INCR slow waits
+			case <-hold.Entered(): // the load is held: INCR slow waits
 			case <-time.After(time.Minute): // a safety net
 				t.Fatal("INCR slow never reached the database")
 			}
-			close(bs.release)
+			hold.Release()
 			lc.Expect(":1\r\n:4\r\n")
 		})
 	}

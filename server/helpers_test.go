@@ -43,16 +43,6 @@ func newClient(t testing.TB, addr string, proto int, password string) *redis.Cli
 	return c
 }
 
-// mustIncr runs INCR tag and fails the test on error.
-func mustIncr(t *testing.T, c *redis.Client, tag string) int64 {
-	t.Helper()
-	id, err := c.Incr(context.Background(), tag).Result()
-	if err != nil {
-		t.Fatalf("INCR %s: %v", tag, err)
-	}
-	return id
-}
-
 // wantErr runs a command and checks its error reply exactly.
 func wantErr(t *testing.T, c *redis.Client, want string, args ...any) {
 	t.Helper()

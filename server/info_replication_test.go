@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
@@ -25,7 +26,7 @@ func TestInfoReplication(t *testing.T) {
 		return last
 	}, StoreID: func() string { return "0123abcd" }}})
 	c := newClient(t, in.Addr, 2, "")
-	mustIncr(t, c, "repl")
+	redistest.Incr(t, c, "repl")
 	info := func() infoSection {
 		t.Helper()
 		text, err := c.Info(context.Background(), "leaf").Result()
@@ -44,7 +45,7 @@ func TestInfoReplication(t *testing.T) {
 			t.Errorf("INFO leaf %s = %q (%v), want %q", k, v, ok, want)
 		}
 	}
-	if f := leafInfo(t, c, "repl"); f["store_replication"] != "postgres_streaming" || f["store_durability"] != "unsafe" {
+	if f := redistest.LeafInfo(t, c, "repl"); f["store_replication"] != "postgres_streaming" || f["store_durability"] != "unsafe" {
 		t.Errorf("LEAF.INFO store_replication %v, store_durability %v", f["store_replication"], f["store_durability"])
 	}
 

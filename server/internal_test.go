@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/sqlite"
@@ -50,6 +51,21 @@ func newAlloc(tb testing.TB, path string, so segment.Options, wrap func(persist.
 		db.Close()
 	})
 	return a, path
+}
+
+// holdTakes is newAlloc's wrap for a store whose Takes of tag ("" for
+// every tag) are held by hold.
+func holdTakes(hold *faultstore.Hold, tag string) func(persist.Store) persist.Store {
+	return func(s persist.Store) persist.Store {
+		fs := faultstore.New(s)
+		fs.Inject(func(ctx context.Context, c faultstore.Call) error {
+			if tag != "" && c.Tag != tag {
+				return nil
+			}
+			return hold.Fault(ctx, c)
+		}, faultstore.OpTake)
+		return fs
+	}
 }
 
 // serve runs s on 127.0.0.1:0 and returns the address; the server is shut
@@ -499,34 +515,6 @@ func rawIncrLoopOnce(addr, tag string, n int) ([]int64, error) {
 	return ids, nil
 }
 
-// blockingStore holds Take (of tag only, when set) until release is
-// closed, and says when one is held.
-type blockingStore struct {
-	persist.Store
-	only    string
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
-}
-
-func (b *blockingStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	if b.only != "" && tag != b.only {
-		return b.Store.Take(ctx, tag, size)
-	}
-	b.once.Do(func() { close(b.entered) })
-	select {
-	case <-b.release:
-	case <-ctx.Done():
-		return persist.Range{}, ctx.Err()
-	}
-	return b.Store.Take(ctx, tag, size)
-}
-
-// TakeBatch takes each request through Take.
-func (b *blockingStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, b.Take, b.Create)
-}
-
 // TestShutdownWaitsForInflight: a command waiting on the database holds
 // Shutdown until it finishes; when Shutdown's context ends first, the wait
 // is cancelled and Shutdown still returns with no handler running.
@@ -537,11 +525,8 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 	}{{0, false}, {0, true}, {1, false}, {1, true}} {
 		tr, expire := transports[tc.tr], tc.expire
 		t.Run(tr.name+"/context expires="+strconv.FormatBool(expire), func(t *testing.T) {
-			bs := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
-			a, _ := newAlloc(t, "", segment.DefaultOptions(), func(s persist.Store) persist.Store {
-				bs.Store = s
-				return bs
-			})
+			hold := faultstore.NewHold()
+			a, _ := newAlloc(t, "", segment.DefaultOptions(), holdTakes(hold, ""))
 			s := New(a, Options{EventLoops: tr.loops})
 			var inflight, finished atomic.Int64
 			orig := s.cmds["incr"].fn
@@ -558,7 +543,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 			}
 			defer nc.Close()
 			io.WriteString(nc, "INCR slow\r\n")
-			<-bs.entered // the INCR waits on the database
+			<-hold.Entered() // the INCR waits on the database
 
 			ctx, cancel := context.WithCancel(context.Background())
 			if expire {
@@ -569,7 +554,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 				// must then wait for the INCR.
 				go func() {
 					<-stopped
-					close(bs.release)
+					hold.Release()
 				}()
 			}
 			err = s.Shutdown(ctx)
@@ -577,7 +562,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 				if !errors.Is(err, context.Canceled) {
 					t.Fatalf("Shutdown = %v, want context.Canceled", err)
 				}
-				close(bs.release)
+				hold.Release()
 			} else if err != nil {
 				t.Fatalf("Shutdown: %v", err)
 			}

@@ -65,10 +65,10 @@ func TestAuthFailuresCloseTheConnection(t *testing.T) {
 func TestAuthTimeout(t *testing.T) {
 	in := servertest.Start(t, servertest.Options{Server: server.Options{Password: "pw", AuthTimeout: time.Second}})
 	ok := newClient(t, in.Addr, 3, "pw")
-	mustIncr(t, ok, "a")
+	redistest.Incr(t, ok, "a")
 	stranger := rawresp.Dial(t, in.Addr)
 	stranger.ExpectClosed()
-	mustIncr(t, ok, "a")
+	redistest.Incr(t, ok, "a")
 	info, err := ok.Info(context.Background(), "leaf").Result()
 	if err != nil || !strings.Contains(info, "\r\nauth_timeouts:1\r\n") {
 		t.Fatalf("INFO leaf: %v\n%s", err, info)
@@ -124,11 +124,11 @@ func TestCreatePolicy(t *testing.T) {
 		if err := c.Do(context.Background(), "AUTH", "admin", "adm").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if got := mustIncr(t, c, "fresh"); got != 1 {
+		if got := redistest.Incr(t, c, "fresh"); got != 1 {
 			t.Fatalf("the admin's INCR: %d", got)
 		}
 		other := newClient(t, in.Addr, 2, "")
-		if got := mustIncr(t, other, "fresh"); got != 2 {
+		if got := redistest.Incr(t, other, "fresh"); got != 2 {
 			t.Fatalf("a known tag for everyone: %d", got)
 		}
 	})
@@ -138,19 +138,19 @@ func TestCreatePolicy(t *testing.T) {
 		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 		in := servertest.Start(t, servertest.Options{Server: server.Options{CreateRate: 2, Now: clock}})
 		c := newClient(t, in.Addr, 2, "")
-		mustIncr(t, c, "r1")
-		mustIncr(t, c, "r2")
+		redistest.Incr(t, c, "r1")
+		redistest.Incr(t, c, "r2")
 		wantErr(t, c, "ERR tag 'r3' does not exist and was not created: this connection created 2 tags a second already (segment.create_rate)", "INCR", "r3")
-		if got := mustIncr(t, c, "r1"); got != 2 {
+		if got := redistest.Incr(t, c, "r1"); got != 2 {
 			t.Fatalf("a known tag past the rate: %d", got)
 		}
-		if got := mustIncr(t, newClient(t, in.Addr, 2, ""), "r3"); got != 1 {
+		if got := redistest.Incr(t, newClient(t, in.Addr, 2, ""), "r3"); got != 1 {
 			t.Fatalf("another connection: %d", got)
 		}
 		mu.Lock()
 		now = now.Add(time.Second)
 		mu.Unlock()
-		if got := mustIncr(t, c, "r4"); got != 1 {
+		if got := redistest.Incr(t, c, "r4"); got != 1 {
 			t.Fatalf("a second later: %d", got)
 		}
 		info, _ := c.Info(context.Background(), "leaf").Result()
@@ -165,11 +165,11 @@ func TestCreatePolicy(t *testing.T) {
 		so.MaxTags = 2
 		in := servertest.Start(t, servertest.Options{Segment: &so})
 		c := newClient(t, in.Addr, 2, "")
-		mustIncr(t, c, "a")
-		mustIncr(t, c, "b")
+		redistest.Incr(t, c, "a")
+		redistest.Incr(t, c, "b")
 		wantErr(t, c, "ERR tag 'c' does not exist and was not created: too many tags (segment.max_tags): this server holds 2, the limit is 2", "INCR", "c")
 		wantErr(t, c, "ERR tag 'c' does not exist and was not created: too many tags (segment.max_tags): this server holds 2, the limit is 2", "LEAF.CREATE", "c")
-		if got := mustIncr(t, c, "a"); got != 2 {
+		if got := redistest.Incr(t, c, "a"); got != 2 {
 			t.Fatalf("a known tag at the limit: %d", got)
 		}
 	})
@@ -212,7 +212,7 @@ func TestClientCertificates(t *testing.T) {
 	}
 	wantErr(t, client(t, "bob"), "NOAUTH Authentication required.", "INCR", "made-by-cert")
 	user := client(t, "default")
-	if got := mustIncr(t, user, "made-by-cert"); got != 1 {
+	if got := redistest.Incr(t, user, "made-by-cert"); got != 1 {
 		t.Fatalf("CN=default: %d", got)
 	}
 	wantErr(t, user, "NOPERM User default has no permissions to run the 'leaf.step' command (administrative: AUTH admin <password> first)", "LEAF.STEP", "made-by-cert", "5")

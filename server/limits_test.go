@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/internal/rawresp"
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -175,18 +176,6 @@ func TestUnauthenticatedCaps(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, failing after a generous safety
-// net; it waits for an event, it asserts no timing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestMaxClients: beyond max_clients a new connection gets Redis's error
 // and is closed, is counted in INFO, and hurts no open connection; once a
 // client leaves, a new one is served.
@@ -216,7 +205,7 @@ func TestMaxClients(t *testing.T) {
 			open[2].Send(rawresp.Cmd("QUIT"))
 			open[2].Expect("+OK\r\n")
 			open[2].ExpectClosed()
-			waitFor(t, "the client to be unregistered", func() bool { return s.connectedClients() == 2 })
+			redistest.WaitFor(t, "the client to be unregistered", func() bool { return s.connectedClients() == 2 })
 			lc := rawresp.Dial(t, addr)
 			lc.Send(rawresp.Cmd("INCR", "m"))
 			lc.Expect(":2\r\n")
@@ -249,11 +238,8 @@ func readBulk(t *testing.T, lc *rawresp.Conn) string {
 func TestIdleTimeout(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			bs := &blockingStore{entered: make(chan struct{}), release: make(chan struct{})}
-			a, _ := newAlloc(t, "", segment.DefaultOptions(), func(s persist.Store) persist.Store {
-				bs.Store = s
-				return bs
-			})
+			hold := faultstore.NewHold()
+			a, _ := newAlloc(t, "", segment.DefaultOptions(), holdTakes(hold, ""))
 			var logs logbuf.Buffer
 			s := New(a, Options{EventLoops: tr.loops, IdleTimeout: 300 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -272,7 +258,7 @@ func TestIdleTimeout(t *testing.T) {
 			busy := rawresp.Dial(t, addr)
 			busy.Send(rawresp.Cmd("INCR", "slow"))
 			select {
-			case <-bs.entered: // the INCR waits on the database
+			case <-hold.Entered(): // the INCR waits on the database
 			case <-time.After(30 * time.Second): // a safety net
 				t.Fatal("the INCR never reached the database")
 			}
@@ -280,7 +266,7 @@ func TestIdleTimeout(t *testing.T) {
 			// as idle, the busy one has been waiting longer.
 			later := rawresp.Dial(t, addr)
 			later.ExpectClosed()
-			close(bs.release)
+			hold.Release()
 			busy.Expect(":1\r\n")
 			if !strings.Contains(logs.String(), "closing idle client") {
 				t.Errorf("no log line for the idle clients:\n%s", logs.String())

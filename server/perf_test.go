@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/sqlite"
 	"github.com/leaf-id/leaf/segment"
@@ -18,29 +19,6 @@ import (
 // The performance issue's claims that are counts and sizes, not times, so
 // they can be asserted on a noisy machine. (Speed is for benchmarks:
 // bench_test.go, conn_test.go, segment's and scripts/bench.sh.)
-
-// slowStore adds a fixed latency to every Take, as a remote database
-// under load would.
-type slowStore struct {
-	persist.Store
-	delay time.Duration
-}
-
-func (s *slowStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	t := time.NewTimer(s.delay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		return persist.Range{}, ctx.Err()
-	}
-	return s.Store.Take(ctx, tag, size)
-}
-
-// TakeBatch takes each request through Take.
-func (s *slowStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
-}
 
 // TestNoStoreWaitsAfterWarmup: INCR at a steady 200,000 IDs a second (the
 // target is 100,000) in front of a store that takes 20 ms per segment: once
@@ -59,7 +37,11 @@ func TestNoStoreWaitsAfterWarmup(t *testing.T) {
 	so := segment.DefaultOptions() // step 1000, prefetch at 10%
 	so.MaxStep = maxStep
 	a, _ := newAlloc(t, "", so, func(s persist.Store) persist.Store {
-		return &slowStore{Store: s, delay: latency}
+		fs := faultstore.New(s)
+		// A remote database under load; the rate is paced on the real
+		// clock, so the latency is on it too.
+		fs.Inject(faultstore.Delay(latency, time.After), faultstore.OpTake)
+		return fs
 	})
 	s := New(a, Options{})
 	conn := newConn()

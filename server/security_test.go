@@ -80,7 +80,7 @@ func TestTLS(t *testing.T) {
 		c := tlsClient(t, in.Addr, proto)
 		for range 3 {
 			want++
-			if got := mustIncr(t, c, "tls"); got != want {
+			if got := redistest.Incr(t, c, "tls"); got != want {
 				t.Fatalf("INCR over TLS = %d, want %d", got, want)
 			}
 		}
@@ -219,7 +219,7 @@ const sqlTag = "x'; DROP TABLE leaf_alloc; --"
 func checkSQLTag(t *testing.T, c *redis.Client, first int64) {
 	t.Helper()
 	ctx := context.Background()
-	if got := mustIncr(t, c, sqlTag); got != first {
+	if got := redistest.Incr(t, c, sqlTag); got != first {
 		t.Fatalf("INCR %q = %d, want %d", sqlTag, got, first)
 	}
 	if got, err := c.IncrBy(ctx, sqlTag, 10).Result(); err != nil || got != first+10 {

@@ -7,12 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/rawresp"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
@@ -26,14 +27,14 @@ func TestIncr(t *testing.T) {
 		// One server on a fresh database hands out 1, 2, 3, ... with no
 		// gap, across segment switches (the default step is 1000).
 		for want := int64(1); want <= 2500; want++ {
-			if got := mustIncr(t, c, "order"); got != want {
+			if got := redistest.Incr(t, c, "order"); got != want {
 				t.Fatalf("INCR order = %d, want %d", got, want)
 			}
 		}
-		if got := mustIncr(t, c, "user"); got != 1 {
+		if got := redistest.Incr(t, c, "user"); got != 1 {
 			t.Fatalf("INCR user = %d, want 1: tags are independent", got)
 		}
-		if got := mustIncr(t, c, "order"); got != 2501 {
+		if got := redistest.Incr(t, c, "order"); got != 2501 {
 			t.Fatalf("INCR order after another tag = %d, want 2501", got)
 		}
 	})
@@ -55,7 +56,7 @@ func TestIncrBy(t *testing.T) {
 					i, n, last, first, last, prevLast)
 			}
 			prevLast = last
-			id := mustIncr(t, c, "batch")
+			id := redistest.Incr(t, c, "batch")
 			if id <= prevLast {
 				t.Fatalf("INCR after INCRBY = %d, not above %d", id, prevLast)
 			}
@@ -160,39 +161,6 @@ func TestConcurrentClients(t *testing.T) {
 	}
 }
 
-// leafInfo runs LEAF.INFO and returns its pairs whatever the protocol (a
-// map in RESP3, a flat array in RESP2).
-func leafInfo(t *testing.T, c *redis.Client, tag string) map[string]any {
-	t.Helper()
-	v, err := c.Do(context.Background(), "LEAF.INFO", tag).Result()
-	if err != nil {
-		t.Fatalf("LEAF.INFO %s: %v", tag, err)
-	}
-	return pairs(t, v)
-}
-
-// pairs reads a map reply: a map in RESP3, a flat array in RESP2.
-func pairs(t *testing.T, v any) map[string]any {
-	t.Helper()
-	out := map[string]any{}
-	switch v := v.(type) {
-	case map[any]any:
-		for k, val := range v {
-			out[k.(string)] = val
-		}
-	case []any:
-		if len(v)%2 != 0 {
-			t.Fatalf("odd array of %d as a map", len(v))
-		}
-		for i := 0; i < len(v); i += 2 {
-			out[v[i].(string)] = v[i+1]
-		}
-	default:
-		t.Fatalf("map reply of type %T", v)
-	}
-	return out
-}
-
 func TestLeafInfo(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto int) {
 		in := start(t)
@@ -200,9 +168,9 @@ func TestLeafInfo(t *testing.T) {
 		// 50 INCRs: below the prefetch point (10% of the 1000 step), so
 		// nothing loads in the background and every value is known.
 		for range 50 {
-			mustIncr(t, c, "info")
+			redistest.Incr(t, c, "info")
 		}
-		f := leafInfo(t, c, "info")
+		f := redistest.LeafInfo(t, c, "info")
 		fields := []string{"tag", "mode", "init", "pos", "next_ready", "loading", "step", "min_step",
 			"segment0_value", "segment0_max", "segment0_step", "segment1_value", "segment1_max", "segment1_step",
 			"loads", "failures", "last_load", "issued", "skipped", "runway_ids", "runway_seconds",
@@ -250,7 +218,7 @@ func TestLeafInfo(t *testing.T) {
 			t.Errorf("runway_seconds of type %T", rs)
 		}
 		// The next INCR is the value LEAF.INFO showed.
-		if id := mustIncr(t, c, "info"); id != 51 {
+		if id := redistest.Incr(t, c, "info"); id != 51 {
 			t.Errorf("INCR after LEAF.INFO = %d, want 51", id)
 		}
 	})
@@ -261,8 +229,8 @@ func TestInfo(t *testing.T) {
 		in := start(t)
 		c := newClient(t, in.Addr, proto, "")
 		ctx := context.Background()
-		mustIncr(t, c, "a")
-		mustIncr(t, c, "b")
+		redistest.Incr(t, c, "a")
+		redistest.Incr(t, c, "b")
 		info, err := c.Info(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -375,11 +343,11 @@ func TestErrors(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto int) {
 		in := start(t)
 		c := newClient(t, in.Addr, proto, "")
-		prev := mustIncr(t, c, "alive")
+		prev := redistest.Incr(t, c, "alive")
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				wantErr(t, c, tc.want, tc.args...)
-				id := mustIncr(t, c, "alive")
+				id := redistest.Incr(t, c, "alive")
 				if id != prev+1 {
 					t.Fatalf("INCR after the error = %d, want %d", id, prev+1)
 				}
@@ -401,46 +369,28 @@ func TestUnknownTagWithoutAutoCreate(t *testing.T) {
 		wantErr(t, c, "ERR unknown tag 'nosuch' (auto-create is off)", "INCR", "nosuch")
 		wantErr(t, c, "ERR unknown tag 'nosuch' (auto-create is off)", "INCRBY", "nosuch", "3")
 		wantErr(t, c, "ERR unknown tag 'nosuch'", "LEAF.INFO", "nosuch")
-		mustIncr(t, c, "known")
+		redistest.Incr(t, c, "known")
 	})
 }
 
-// outageStore fails Take while down is set.
-type outageStore struct {
-	persist.Store
-	down atomic.Bool
-}
-
 var errOutage = errors.New("injected outage")
-
-func (s *outageStore) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	if s.down.Load() {
-		return persist.Range{}, errOutage
-	}
-	return s.Store.Take(ctx, tag, size)
-}
-
-// TakeBatch takes each request through Take.
-func (s *outageStore) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
-}
 
 // TestDatabaseDown: the first request waits for its load and gets its
 // error; from then on the database is away and requests that need it
 // answer at once, saying since when, until a probe finds it back.
 func TestDatabaseDown(t *testing.T) {
-	var store *outageStore
+	var store *faultstore.Store
 	probe := &servertest.Probes{}
 	so := segment.DefaultOptions()
 	so.AfterFunc = probe.AfterFunc
 	in := servertest.Start(t, servertest.Options{Segment: &so, Wrap: func(s persist.Store) persist.Store {
-		store = &outageStore{Store: s}
+		store = faultstore.New(s)
 		return store
 	}})
 	forEachProtocol(t, func(t *testing.T, proto int) {
 		c := newClient(t, in.Addr, proto, "")
 		tag := "down" + strconv.Itoa(proto)
-		store.down.Store(true)
+		store.Fail(errOutage, faultstore.OpTake)
 		want := "TRYAGAIN no cached IDs for tag '" + tag + "' and the database is unavailable: "
 		wantErr(t, c, want+"injected outage", "INCR", tag)
 		err := c.Do(context.Background(), "INCRBY", tag, "5").Err()
@@ -456,12 +406,12 @@ func TestDatabaseDown(t *testing.T) {
 				t.Errorf("INFO leaf during the outage lacks %q:\n%s", line, info)
 			}
 		}
-		if f := leafInfo(t, c, tag); f["store_ok"] != int64(0) || f["store_away_since"] == int64(0) {
+		if f := redistest.LeafInfo(t, c, tag); f["store_ok"] != int64(0) || f["store_away_since"] == int64(0) {
 			t.Errorf("LEAF.INFO during the outage: store_ok %v, store_away_since %v", f["store_ok"], f["store_away_since"])
 		}
-		store.down.Store(false)
+		store.Fail(nil)
 		probe.Run(t)
-		if id := mustIncr(t, c, tag); id != 1 {
+		if id := redistest.Incr(t, c, tag); id != 1 {
 			t.Errorf("INCR once the database is back = %d, want 1", id)
 		}
 	})
@@ -489,14 +439,14 @@ func TestAuth(t *testing.T) {
 			if err := c.Do(ctx, "AUTH", pw).Err(); err != nil {
 				t.Fatalf("AUTH: %v", err)
 			}
-			mustIncr(t, c, "a")
+			redistest.Incr(t, c, "a")
 			if err := c.Do(ctx, "AUTH", "default", pw).Err(); err != nil {
 				t.Fatalf("AUTH default: %v", err)
 			}
 		})
 		t.Run("password given", func(t *testing.T) {
 			c := newClient(t, in.Addr, proto, pw)
-			mustIncr(t, c, "a")
+			redistest.Incr(t, c, "a")
 			if v, err := c.Do(ctx, "HELLO").Result(); err != nil || v == nil {
 				t.Fatalf("HELLO once authenticated: %v, %v", v, err)
 			}
@@ -625,11 +575,11 @@ func TestConnectionCommands(t *testing.T) {
 		if err != nil {
 			t.Fatalf("COMMAND DOCS: %v", err)
 		}
-		docs := pairs(t, v)
+		docs := redistest.Pairs(t, v)
 		if len(docs) != 1 || docs["incrby"] == nil {
 			t.Fatalf("COMMAND DOCS incrby nosuch = %v", docs)
 		}
-		if d := pairs(t, docs["incrby"]); d["summary"] == "" || d["group"] != "string" || d["arguments"] == nil {
+		if d := redistest.Pairs(t, docs["incrby"]); d["summary"] == "" || d["group"] != "string" || d["arguments"] == nil {
 			t.Errorf("COMMAND DOCS incrby = %v", d)
 		}
 		if _, err := c.Do(ctx, "COMMAND", "DOCS").Result(); err != nil {
@@ -647,7 +597,7 @@ func TestRestartContinues(t *testing.T) {
 	in := start(t)
 	c := newClient(t, in.Addr, 3, "")
 	for range 250 { // past the prefetch point: a next segment is reserved too
-		mustIncr(t, c, "restart")
+		redistest.Incr(t, c, "restart")
 	}
 	last, err := c.IncrBy(context.Background(), "restart", 20).Result()
 	if err != nil {
@@ -661,7 +611,7 @@ func TestRestartContinues(t *testing.T) {
 	}
 	in2 := servertest.Start(t, servertest.Options{Path: in.Path})
 	c2 := newClient(t, in2.Addr, 2, "")
-	if got := mustIncr(t, c2, "restart"); got != last+1 {
+	if got := redistest.Incr(t, c2, "restart"); got != last+1 {
 		t.Fatalf("after a clean restart INCR = %d, want %d", got, last+1)
 	}
 }

@@ -157,8 +157,8 @@ func TestSlowlogThresholdServed(t *testing.T) {
 			if err := c.SlowLogReset(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			mustIncr(t, c, "a")
-			mustIncr(t, c, "a")
+			redistest.Incr(t, c, "a")
+			redistest.Incr(t, c, "a")
 			if err := c.Ping(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}

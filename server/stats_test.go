@@ -28,7 +28,7 @@ func TestCommandStats(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, in.Addr, 2, "pw")
 	for range 5 {
-		mustIncr(t, c, "a")
+		redistest.Incr(t, c, "a")
 	}
 	for _, args := range [][]any{
 		{"INCR"},                   // arity: an error of incr

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/internal/idtest"
+	"github.com/leaf-id/leaf/internal/redistest"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
@@ -108,7 +109,7 @@ func TestTxExecAbortTakesNoID(t *testing.T) {
 	ctx := context.Background()
 	in := start(t)
 	c := newClient(t, in.Addr, 2, "")
-	mustIncr(t, c, "abort")
+	redistest.Incr(t, c, "abort")
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Incr(ctx, "abort")
 		p.IncrBy(ctx, "abort", 1000)
@@ -119,7 +120,7 @@ func TestTxExecAbortTakesNoID(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "EXECABORT") {
 		t.Fatalf("EXEC: %v, want EXECABORT", err)
 	}
-	if got := mustIncr(t, c, "abort"); got != 2 {
+	if got := redistest.Incr(t, c, "abort"); got != 2 {
 		t.Fatalf("INCR after EXECABORT = %d, want 2: the transaction took IDs", got)
 	}
 }
@@ -153,7 +154,7 @@ func TestTxWatch(t *testing.T) {
 			t.Run(fmt.Sprintf("%s fresh=%v", tc.name, fresh), func(t *testing.T) {
 				tag := fmt.Sprintf("w%d-%v", i, fresh)
 				if !fresh {
-					mustIncr(t, c, tag)
+					redistest.Incr(t, c, tag)
 				}
 				err := c.Watch(ctx, func(tx *redis.Tx) error {
 					if err := tc.touch(tag); err != nil {
@@ -185,7 +186,7 @@ func TestScriptTimeLimit(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("EVAL of an endless loop: %v, want %q", err, want)
 	}
-	if got := mustIncr(t, c, "loop"); got != 2 {
+	if got := redistest.Incr(t, c, "loop"); got != 2 {
 		t.Fatalf("INCR after the stopped script = %d, want 2", got)
 	}
 }
@@ -211,15 +212,15 @@ func TestSelectNamespaces(t *testing.T) {
 	ctx := context.Background()
 	in := start(t)
 	c := newClient(t, in.Addr, 2, "")
-	mustIncr(t, c, "a")
+	redistest.Incr(t, c, "a")
 	if err := c.Do(ctx, "select", 12).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustIncr(t, c, "a"); got != 1 {
+	if got := redistest.Incr(t, c, "a"); got != 1 {
 		t.Fatalf("INCR a in db 12 = %d, want 1: the databases share the tag", got)
 	}
 	long := strings.Repeat("x", segment.MaxTagLen-4)
-	if got := mustIncr(t, c, long); got != 1 {
+	if got := redistest.Incr(t, c, long); got != 1 {
 		t.Fatalf("INCR of a %d-byte name in db 12 = %d", len(long), got)
 	}
 	wantErr(t, c, fmt.Sprintf("ERR invalid tag name: %d bytes, the limit is %d", len(long)+1, len(long)), "incr", long+"x")
@@ -285,7 +286,7 @@ func TestScanWhileCreating(t *testing.T) {
 	before := map[string]bool{}
 	for i := range 100 {
 		name := fmt.Sprintf("t%03d", i)
-		mustIncr(t, c, name)
+		redistest.Incr(t, c, name)
 		before[name] = true
 	}
 	cursor := uint64(0)
@@ -299,7 +300,7 @@ func TestScanWhileCreating(t *testing.T) {
 		}
 		// New names before, among and after the ones scanned.
 		for _, p := range []string{"a", "t050", "t999", "z"} {
-			mustIncr(t, c, fmt.Sprintf("%s-%d", p, n))
+			redistest.Incr(t, c, fmt.Sprintf("%s-%d", p, n))
 		}
 		if cursor = next; cursor == 0 {
 			break

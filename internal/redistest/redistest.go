@@ -1,7 +1,9 @@
 // Package redistest is Redis test support: it starts a throwaway
 // redis-server for tests (tests that compare leaf with Redis, or read from
-// it, run against the real thing), and gives tests' go-redis clients
-// timeouts a busy machine cannot run out (Options).
+// it, run against the real thing), gives tests' go-redis clients
+// timeouts a busy machine cannot run out (Options), and holds the helpers
+// that the tests of several packages share (Incr, LeafInfo, Pairs,
+// WaitFor).
 package redistest
 
 import (
