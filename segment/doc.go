@@ -31,7 +31,11 @@
 //
 // The step adapts as in Meituan Leaf: a segment that lasted less than
 // segment_duration doubles the next one (up to max_step), one that lasted
-// more than twice that halves it (never below the table's step).
+// more than twice that halves it (never below the table's step). Beyond
+// Leaf, a load doubles it as many times as needed at once when the part
+// of a segment after its prefetch point would not last twice the time a
+// load takes at the rate the current segment is used (step.go): a burst
+// on a slow database meets one or two loads, not one per doubling.
 // INCRBY n takes n consecutive IDs from the current segment when they fit,
 // else from the next, else from a dedicated range of exactly n taken from
 // the database, after which both cached segments are retired so later IDs

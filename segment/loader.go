@@ -41,6 +41,7 @@ type plannedLoad struct {
 	create int64 // the step to create the row with, for a lookup with auto-create
 	d0     int64 // DropCached calls when it was planned: a range across one is refused
 	s0     int64 // the tag's steps when it was planned
+	at     int64 // unix nanos when it was planned: its load time ends at the answer
 }
 
 // startLoadLocked queues a load of the next segment. It returns nil when the
@@ -117,9 +118,9 @@ func (t *Tag) startRun() (p plannedLoad, ok bool) {
 
 // planLocked decides what l, the tag's load in flight, asks of the store.
 func (t *Tag) planLocked(l *load) plannedLoad {
-	p := plannedLoad{t: t, l: l, first: !t.init, h0: t.high, d0: t.a.drops.Load(), s0: t.steps}
+	p := plannedLoad{t: t, l: l, first: !t.init, h0: t.high, d0: t.a.drops.Load(), s0: t.steps, at: t.a.nowNanos()}
 	if !p.first {
-		p.size = t.nextStepLocked(t.a.nowNanos())
+		p.size = t.nextStepLocked(p.at)
 	}
 	if t.lookup != nil && t.a.opts.AutoCreate {
 		p.create = t.a.opts.DefaultStep
@@ -236,6 +237,7 @@ func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
 			t.init = true
 		}
 		t.lastLoad = now
+		t.loadNanos = max(now-p.at, t.loadNanos/2)
 		t.loads++
 		t.failures = 0
 		t.vanished.Store(false)

@@ -1,6 +1,15 @@
 package segment
 
-import "time"
+import (
+	"math"
+	"time"
+)
+
+// loadMargin is how many load times of IDs, at the rate the tag is used
+// now, the part of a segment after its prefetch point must hold: the
+// prefetch then ends before the segment runs out even when the next load
+// takes twice as long as the last.
+const loadMargin = 2
 
 // stepPolicy is Leaf's adaptive step: the segment size follows the rate of
 // use so that a segment lasts about segmentDuration.
@@ -29,6 +38,24 @@ func (p stepPolicy) next(step, floor int64, lasted time.Duration) int64 {
 	return max(step, floor)
 }
 
+// cover is the smallest segment whose part after the prefetch point (the
+// fraction 1-prefetchAt of it) lasts loadMargin load times at the rate
+// the current segment is used (used IDs in elapsed nanoseconds), at most
+// maxStep; 0 when nothing is known yet. It lets a tag that meets a burst
+// reach a sufficient step in one load, where doubling would take one
+// load, and one wait on a slow database, per doubling.
+func (p stepPolicy) cover(used, elapsed, load int64, prefetchAt float64) int64 {
+	if used <= 0 || elapsed <= 0 || load <= 0 {
+		return 0
+	}
+	after := max(1-prefetchAt, 0.01)
+	need := float64(used) / float64(elapsed) * float64(load) * loadMargin / after
+	if need >= float64(p.maxStep) {
+		return p.maxStep
+	}
+	return int64(math.Ceil(need))
+}
+
 // setStepLocked applies a step changed by an operator: the floor of the
 // adaptive step from now on, and the size of the next load at least.
 func (t *Tag) setStepLocked(step int64) {
@@ -46,7 +73,27 @@ func (t *Tag) tableStepLocked(step, s0 int64) {
 	}
 }
 
-// nextStepLocked is the size the next load would take.
+// nextStepLocked is the size the next load would take: Leaf's adaptive
+// step, or more when that would not last the time a load takes at the
+// rate the current segment is used (cover).
 func (t *Tag) nextStepLocked(now int64) int64 {
-	return t.a.policy.next(t.step, t.minStep, time.Duration(now-t.lastLoad))
+	step := t.a.policy.next(t.step, t.minStep, time.Duration(now-t.lastLoad))
+	if t.switchedAt > 0 {
+		step = t.a.policy.climb(step, t.a.policy.cover(t.cur.Load().issued(), now-t.switchedAt, t.loadNanos, t.a.opts.PrefetchAt))
+	}
+	return step
+}
+
+// climb is step doubled until it reaches need, in one jump: the sizes stay
+// those doubling alone would reach (the table's step times a power of two,
+// so that later doublings end at max_step as before), but the last may be
+// max_step itself when need is beyond the last doubling below it.
+func (p stepPolicy) climb(step, need int64) int64 {
+	for step < need {
+		if step > p.maxStep/2 {
+			return max(step, p.maxStep)
+		}
+		step *= 2
+	}
+	return step
 }

@@ -50,8 +50,12 @@ type Tag struct {
 	minStep  int64 // the table's step: the floor of step
 	steps    int64 // step changes applied by an operator, to spot loads that read the old step
 	lastLoad int64 // unix nanos of the last successful load
-	high     int64 // highest range end accepted: later ranges must start here or above
-	floor    int64 // highest floor applied: no ID at or below it is served (skipTo)
+	// loadNanos is how long loads take, from plan to answer: the last
+	// one's time, or half the previous value when that is more, so that
+	// one fast load after slow ones does not forget them at once.
+	loadNanos int64
+	high      int64 // highest range end accepted: later ranges must start here or above
+	floor     int64 // highest floor applied: no ID at or below it is served (skipTo)
 
 	loads, loadFailures, guardTrips, guardRepairs int64
 	retries, ambiguous                            int64 // Takes run again by the database; outcomes unknown
