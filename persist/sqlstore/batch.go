@@ -54,12 +54,12 @@ import (
 // and run again.
 var errBatchRaced = errors.New("persist: a row changed under a batch's lock")
 
-// TakeBatch implements persist.Store.TakeBatch: at most MaxTakeBatch requests per
-// transaction. Invalid requests (a bad tag, a Create step outside
-// [1, MaxStep]) fail alone with ErrInvalid. When a transaction fails for
-// the database's sake (ErrUnavailable), each of its requests fails with
-// that error; when it fails otherwise, each request is taken again alone,
-// so a failure that one tag causes stays that tag's.
+// TakeBatch implements persist.Store.TakeBatch: at most MaxTakeBatch
+// requests per transaction. Invalid requests (a bad tag, a Create step
+// outside [1, MaxStep]) fail alone with ErrInvalid. When a transaction fails
+// for the database's sake (ErrUnavailable), each of its requests fails with
+// that error; when it fails otherwise, each request is taken again alone, so
+// a failure that one tag causes stays that tag's.
 func (c *Core) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
 	res := make([]persist.TakeResult, len(reqs))
 	todo := make([]int, 0, len(reqs))

@@ -195,13 +195,13 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Core implements persist.Backend on database/sql for one Dialect. The SQL sticks
-// to what SQLite, MySQL 5.7+, MariaDB 10.x and TiDB accept, with a
-// placeholder for every value (tag names are opaque data), and is written
-// to suit PostgreSQL too, with Rebind: no placeholder whose type the
-// database would infer from an INT column. A backend's Open makes its
-// *sql.DB, runs its own checks (DB, Deadline, Wrap), then InitSchema, and
-// hands the Core out as its Backend.
+// Core implements persist.Backend on database/sql for one Dialect. The SQL
+// sticks to what SQLite, MySQL 5.7+, MariaDB 10.x and TiDB accept, with a
+// placeholder for every value (tag names are opaque data), and is written to
+// suit PostgreSQL too, with Rebind: no placeholder whose type the database
+// would infer from an INT column. A backend's Open makes its *sql.DB, runs
+// its own checks (DB, Deadline, Wrap), then InitSchema, and hands the Core
+// out as its Backend.
 type Core struct {
 	db           *sql.DB
 	d            *Dialect

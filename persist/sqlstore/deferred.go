@@ -220,8 +220,8 @@ func (d *Deferred) GiveBackBatchAfter(ctx context.Context, reqs []persist.GiveBa
 
 var _ persist.Durable = (*Deferred)(nil)
 
-// Durability implements persist.Durable: the opened backend's answer. Before the
-// database was opened it does not try to open it (the allocator's calls
+// Durability implements persist.Durable: the opened backend's answer. Before
+// the database was opened it does not try to open it (the allocator's calls
 // do): ErrUnavailable.
 func (d *Deferred) Durability(ctx context.Context) (persist.Replication, error) {
 	if d.closed.Load() {

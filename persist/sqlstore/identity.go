@@ -76,9 +76,9 @@ func (c *Core) readStoreID(ctx context.Context) (string, error) {
 	return id, err
 }
 
-// StoreID implements persist.Identified: the row of leaf_store, read again at each
-// call, so that a store swapped under a running server (a DSN whose host
-// now names another database) shows as another identity.
+// StoreID implements persist.Identified: the row of leaf_store, read again
+// at each call, so that a store swapped under a running server (a DSN whose
+// host now names another database) shows as another identity.
 func (c *Core) StoreID(ctx context.Context) (string, error) {
 	if !c.identity {
 		return "", nil

@@ -522,9 +522,9 @@ func (c *Core) Publish(ctx context.Context, ch persist.Change) (int64, error) {
 	return seq, nil
 }
 
-// GiveBackAfter implements persist.Registry: one transaction that first locks the
-// log's head row (Publish bumps it), then looks for a floor published
-// after seen, then gives back as GiveBack does.
+// GiveBackAfter implements persist.Registry: one transaction that first
+// locks the log's head row (Publish bumps it), then looks for a floor
+// published after seen, then gives back as GiveBack does.
 func (c *Core) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
 	if err := persist.CheckTag(tag); err != nil {
 		return false, fmt.Errorf("give back %q: %w", tag, err)
