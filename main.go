@@ -1,9 +1,12 @@
 // Command leaf hands out unique 64-bit IDs over the Redis protocol: any Redis
-// client asks INCR tag and gets the tag's next ID. IDs come from a database
-// (embedded SQLite, or MySQL/MariaDB/TiDB) in reserved ranges, the
-// Leaf-segment design. See README.md and leaf.yaml.
+// client asks INCR tag and gets the tag's next ID. IDs come from a store
+// (embedded SQLite, MySQL/MariaDB/TiDB, PostgreSQL/CockroachDB/YugabyteDB,
+// or an etcd cluster) in reserved ranges, the Leaf-segment design. See
+// README.md and leaf.yaml.
 //
-// main only wires: config -> store -> allocator -> server, and signals.
+// main only wires: config -> store (persist/open) and its replication
+// check -> allocator and Snowflake generator -> cluster node -> Redis and
+// HTTP servers, and signals; the subcommands go to package cli.
 package main
 
 import (

@@ -30,6 +30,23 @@ func TestAllocatorLinksNoDriver(t *testing.T) {
 	}
 }
 
+// TestContractLinksNoDatabaseSQL: persist is the stores' contract and no
+// more; the SQL engine is persist/sqlstore's. So the allocator, and the
+// packages that reach the store through it alone, link no database/sql.
+// (httpapi does, through Prometheus's collectors.)
+func TestContractLinksNoDatabaseSQL(t *testing.T) {
+	for _, pkg := range []string{"./persist", "./segment", "./cluster", "./server"} {
+		t.Run(pkg, func(t *testing.T) {
+			for _, dep := range goListDeps(t, pkg) {
+				if dep == "database/sql" || strings.HasPrefix(dep, "database/sql/") ||
+					dep == "github.com/leaf-id/leaf/persist/sqlstore" {
+					t.Errorf("%s links %s", pkg, dep)
+				}
+			}
+		})
+	}
+}
+
 // TestConfigImportsNothingOfLeaf: config reads and checks the settings
 // without depending on the packages it configures.
 func TestConfigImportsNothingOfLeaf(t *testing.T) {

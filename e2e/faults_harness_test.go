@@ -22,10 +22,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaf-id/leaf/internal/redistest"
-	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
+	"github.com/leaf-id/leaf/persist/sqlstore"
 	"github.com/leaf-id/leaf/persist/storetest"
 )
 
@@ -124,7 +124,7 @@ func postgresStoreAt(t *testing.T, dsn string) store {
 	}
 	t.Cleanup(func() { db.Close() })
 	return store{name: "postgres", env: []string{"LEAF_STORE_DRIVER=postgres", "LEAF_STORE_DSN=" + dsn}, db: db,
-		raw: storetest.SQL{DB: db, Rebind: persist.NumberedPlaceholders}, rebind: persist.NumberedPlaceholders}
+		raw: storetest.SQL{DB: db, Rebind: sqlstore.NumberedPlaceholders}, rebind: sqlstore.NumberedPlaceholders}
 }
 
 // exec runs one statement on the store, as an operator would by hand.

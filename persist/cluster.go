@@ -3,7 +3,9 @@ package persist
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // The cluster registry: what the servers sharing one store know of each
@@ -180,4 +182,19 @@ type Registry interface {
 	// Mode and Layout, in one transaction; false, and no error, when the
 	// tag exists. ErrInvalid for a bad name, step or description.
 	CreateTag(ctx context.Context, t Tag) (bool, error)
+}
+
+// CheckNode accepts what every backend's registry holds: a node id of 1
+// to MaxNodeIDLen bytes, an address and a version within their limits,
+// all valid UTF-8. The error wraps ErrInvalid.
+func CheckNode(n NodeInfo) error {
+	switch {
+	case n.ID == "" || len(n.ID) > MaxNodeIDLen || !utf8.ValidString(n.ID):
+		return fmt.Errorf("%w: node id %q", ErrInvalid, n.ID)
+	case len(n.Addr) > MaxAddrLen || !utf8.ValidString(n.Addr):
+		return fmt.Errorf("%w: address %q", ErrInvalid, n.Addr)
+	case len(n.Version) > MaxVersionLen || !utf8.ValidString(n.Version):
+		return fmt.Errorf("%w: version %q", ErrInvalid, n.Version)
+	}
+	return nil
 }

@@ -132,19 +132,3 @@ func Durability(ctx context.Context, s any) (Replication, error) {
 	}
 	return d.Durability(ctx)
 }
-
-var _ Durable = (*Deferred)(nil)
-
-// Durability implements Durable: the opened backend's answer. Before the
-// database was opened it does not try to open it (the allocator's calls
-// do): ErrUnavailable.
-func (d *Deferred) Durability(ctx context.Context) (Replication, error) {
-	if d.closed.Load() {
-		return Replication{}, ErrClosed
-	}
-	m := d.m.Load()
-	if m == nil {
-		return Replication{}, fmt.Errorf("persist: %s: %w: not opened yet", d.name, ErrUnavailable)
-	}
-	return Durability(ctx, m.Backend)
-}

@@ -1,20 +1,3 @@
-// Package persist stores the ID ranges that leaf hands out, in Meituan Leaf's
-// own table (leaf_alloc), so that existing Leaf databases work unchanged.
-//
-// A Store is the whole contract between the allocator and a database: take a
-// range by moving max_id up in one transaction, list and read tags, create a
-// tag, and give an unused tail back with a compare-and-set. Each backend is
-// a package of its own (persist/sqlite, persist/mysql), so that the
-// allocator links no database driver; every one passes the shared
-// conformance suite in persist/storetest. The SQL backends share Core, the
-// statements and retries, and differ only in a Dialect.
-//
-// Next to Leaf's table, a second one of leaf's own, leaf_guard, keeps per tag
-// the end of the highest range handed out (the persistent guard, Guarded):
-// a Take never answers below it, even after the row was deleted and
-// re-created or lowered by hand, and even to a server that never held the
-// tag. Leaf servers ignore it; without it (not created, and no right to
-// create it) the backends work with the guard off.
 package persist
 
 import (
@@ -49,6 +32,10 @@ var (
 	// ErrReadOnly: the database refuses writes: a replica, a server in
 	// read-only mode, or sessions whose transactions are read-only.
 	ErrReadOnly = errors.New("persist: the database is read-only")
+	// ErrSchema: the leaf_alloc table is missing (and
+	// Options.CreateSchema is off) or lacks Leaf's columns, or a
+	// leaf_guard table exists without leaf's columns.
+	ErrSchema = errors.New("persist: table missing or without the columns leaf needs")
 )
 
 // Tag is one row of leaf_alloc.
@@ -180,6 +167,14 @@ type Store interface {
 	GiveBack(ctx context.Context, tag string, from, to int64) (bool, error)
 	// Close releases the database handle.
 	Close() error
+}
+
+// Backend is what every backend implements: the allocator's Store, the
+// operator's Admin, and Guarded; the SQL backends through sqlstore.Core.
+type Backend interface {
+	Store
+	Admin
+	Guarded
 }
 
 // Guarded is implemented by the stores that keep the persistent guard: a

@@ -13,6 +13,7 @@ import (
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/durability"
+	"github.com/leaf-id/leaf/persist/sqlstore"
 )
 
 // script is a store whose durability check answers its entries in turn
@@ -139,7 +140,7 @@ func TestUnknownStores(t *testing.T) {
 	}
 
 	unreachable := fmt.Errorf("%w: refused", persist.ErrUnavailable)
-	d, err := persist.OpenDeferred(t.Context(), "test", func(context.Context) (persist.Backend, error) { return nil, unreachable }, log)
+	d, err := sqlstore.OpenDeferred(t.Context(), "test", func(context.Context) (persist.Backend, error) { return nil, unreachable }, log)
 	if err != nil {
 		t.Fatal(err)
 	}

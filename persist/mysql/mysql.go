@@ -1,7 +1,8 @@
 // Package mysql is leaf's store on MySQL 5.7+, MariaDB 10.x and TiDB
-// (go-sql-driver/mysql), on the shared SQL core of persist and Leaf's own
-// leaf_alloc table, so existing Leaf databases work unchanged. OpenDeferred
-// opens it lazily, for a server that must start while the database is down.
+// (go-sql-driver/mysql), on the SQL engine of persist/sqlstore and Leaf's
+// own leaf_alloc table, so existing Leaf databases work unchanged.
+// OpenDeferred opens it lazily, for a server that must start while the
+// database is down.
 package mysql
 
 import (
@@ -16,13 +17,14 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlstore"
 )
 
 // Store is the MySQL backend: every method of persist.Backend, from the
-// shared SQL core.
+// SQL engine (sqlstore.Store).
 type Store struct {
-	persist.SQLStore
-	core *persist.Core // for the durability check (durability.go)
+	sqlstore.Store
+	core *sqlstore.Core // for the durability check (durability.go)
 }
 
 // The DDL of DESIGN.md §2, columns verbatim. The table options matter when
@@ -53,14 +55,14 @@ const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
 // database shares one row between "Order" and "order", and so must the
 // guard, else the guard of one spelling would miss the ranges taken with
 // the other. Without leaf_alloc (or its catalogue), utf8mb4_bin.
-func guardDDL(ctx context.Context, q persist.Querier) string {
+func guardDDL(ctx context.Context, q sqlstore.Querier) string {
 	return fmt.Sprintf(createGuard, bizTagCollation(ctx, q))
 }
 
 // bizTagCollation is " CHARACTER SET x COLLATE y", those of
 // leaf_alloc.biz_tag, for the tables of leaf that hold tags; "" without
 // leaf_alloc (or its catalogue).
-func bizTagCollation(ctx context.Context, q persist.Querier) string {
+func bizTagCollation(ctx context.Context, q sqlstore.Querier) string {
 	var cs, coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'biz_tag'`).Scan(&cs, &coll)
@@ -118,8 +120,8 @@ const (
 	erErrorDuringCommit = 1180
 )
 
-func dialect() *persist.Dialect {
-	return &persist.Dialect{
+func dialect() *sqlstore.Dialect {
+	return &sqlstore.Dialect{
 		Name:        "mysql",
 		CreateTable: createTable,
 		GuardDDL:    guardDDL,
@@ -128,7 +130,7 @@ func dialect() *persist.Dialect {
 		// of keys, and an UPDATE or a locking read locks every row it
 		// scans: batches of other tags would wait on each other.
 		ByKey: ` FORCE INDEX (PRIMARY)`,
-		Folds: func(ctx context.Context, q persist.Querier) bool {
+		Folds: func(ctx context.Context, q sqlstore.Querier) bool {
 			return folds(collation(ctx, q, "leaf_alloc"))
 		},
 		// Not INSERT IGNORE: it turns errors such as truncation into
@@ -184,8 +186,8 @@ func dialect() *persist.Dialect {
 		ConnMaxLifetime: 3 * time.Minute,
 		// leaf_mode is joined with leaf_alloc on biz_tag: the same
 		// character set and collation, as for leaf_guard.
-		ClusterDDL: func(ctx context.Context, q persist.Querier) []string {
-			return persist.ClusterDDL("VARCHAR(128)"+bizTagCollation(ctx, q),
+		ClusterDDL: func(ctx context.Context, q sqlstore.Querier) []string {
+			return sqlstore.ClusterDDL("VARCHAR(128)"+bizTagCollation(ctx, q),
 				" ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
 		},
 		// NOW(3) in the session's time zone, which Open sets to UTC.
@@ -196,7 +198,7 @@ func dialect() *persist.Dialect {
 
 // grant is the GRANT of privileges on table to the connected account
 // (CURRENT_USER(): the account the server matched, user@host).
-func grant(ctx context.Context, q persist.Querier, privileges, table string) string {
+func grant(ctx context.Context, q sqlstore.Querier, privileges, table string) string {
 	var account, db sql.NullString
 	_ = q.QueryRowContext(ctx, `SELECT CURRENT_USER(), DATABASE()`).Scan(&account, &db)
 	user, host := account.String, "%"
@@ -211,7 +213,7 @@ func grant(ctx context.Context, q persist.Querier, privileges, table string) str
 // readOnlyState says why the server takes no writes ("" when it does): a
 // write's error would not, as the driver turns it into a lost connection
 // (RejectReadOnly, so that the pool finds a new primary).
-func readOnlyState(ctx context.Context, q persist.Querier) string {
+func readOnlyState(ctx context.Context, q sqlstore.Querier) string {
 	is := func(variable string) (on, known bool) {
 		var v sql.NullInt64
 		err := q.QueryRowContext(ctx, `SELECT `+variable).Scan(&v)
@@ -261,16 +263,16 @@ func Open(ctx context.Context, dsn string, opts persist.Options) (*Store, error)
 }
 
 // OpenDeferred is Open for a server that must start while the database is
-// down (persist.Deferred): when it cannot be reached (persist.ErrUnavailable:
+// down (sqlstore.Deferred): when it cannot be reached (persist.ErrUnavailable:
 // refused, timed out, shutting down), the store opens it on first use.
 // Every other error, a bad DSN or a refused password, is returned, as by
 // Open, without the DSN.
-func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*persist.Deferred, error) {
+func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*sqlstore.Deferred, error) {
 	cfg, err := config(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("persist: open mysql: %w", err)
 	}
-	return persist.OpenDeferred(ctx, "mysql", func(ctx context.Context) (persist.Backend, error) {
+	return sqlstore.OpenDeferred(ctx, "mysql", func(ctx context.Context) (persist.Backend, error) {
 		// open sets parameters of its own (TiDB's): each attempt gets a copy.
 		m, err := open(ctx, cfg.Clone(), opts)
 		if err != nil {
@@ -311,15 +313,15 @@ func open(ctx context.Context, cfg *mysql.Config, opts persist.Options) (*Store,
 	}
 	warnCollation(ctx, c, opts.Log())
 	opts.Log().Info("persist: mysql open", "addr", cfg.Addr, "db", cfg.DBName)
-	return &Store{SQLStore: persist.NewSQLStore(c), core: c}, nil
+	return &Store{Store: sqlstore.NewStore(c), core: c}, nil
 }
 
-func connect(cfg *mysql.Config, opts persist.Options, d *persist.Dialect) (*persist.Core, error) {
+func connect(cfg *mysql.Config, opts persist.Options, d *sqlstore.Dialect) (*sqlstore.Core, error) {
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return persist.NewCore(sql.OpenDB(conn), d, opts), nil
+	return sqlstore.NewCore(sql.OpenDB(conn), d, opts), nil
 }
 
 // galera turns on the commit check of Dialect.Verify when the server is
@@ -328,7 +330,7 @@ func connect(cfg *mysql.Config, opts persist.Options, d *persist.Dialect) (*pers
 // commits nothing, so a range would be handed out that another server
 // also holds. The check reads @@in_transaction (MariaDB) and the
 // session's last written GTID. On other servers it changes nothing.
-func galera(ctx context.Context, c *persist.Core, d *persist.Dialect, log *slog.Logger) error {
+func galera(ctx context.Context, c *sqlstore.Core, d *sqlstore.Dialect, log *slog.Logger) error {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	var on sql.NullInt64
@@ -409,7 +411,7 @@ func config(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func isTiDB(ctx context.Context, c *persist.Core) (bool, error) {
+func isTiDB(ctx context.Context, c *sqlstore.Core) (bool, error) {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	var v string
@@ -425,7 +427,7 @@ func isTiDB(ctx context.Context, c *persist.Core) (bool, error) {
 // tags share one sequence. It also logs when leaf_guard.biz_tag compares
 // otherwise than leaf_alloc.biz_tag (a table made by hand): then the guard
 // of one spelling may miss ranges taken with another.
-func warnCollation(ctx context.Context, c *persist.Core, log *slog.Logger) {
+func warnCollation(ctx context.Context, c *sqlstore.Core, log *slog.Logger) {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	alloc := collation(ctx, c.DB(), "leaf_alloc")
@@ -451,7 +453,7 @@ func warnCollation(ctx context.Context, c *persist.Core, log *slog.Logger) {
 }
 
 // collation is the collation of table.biz_tag; "" when it cannot be read.
-func collation(ctx context.Context, q persist.Querier, table string) string {
+func collation(ctx context.Context, q sqlstore.Querier, table string) string {
 	var coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT COLLATION_NAME FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'biz_tag'`, table).Scan(&coll)

@@ -1,6 +1,6 @@
 // Package postgres is leaf's store on PostgreSQL and the engines that speak
 // its protocol, CockroachDB and YugabyteDB (pgx, through its database/sql
-// adapter), on the shared SQL core of persist and Leaf's own leaf_alloc
+// adapter), on the SQL engine of persist/sqlstore and Leaf's own leaf_alloc
 // table in PostgreSQL's types. OpenDeferred opens it lazily, for a server
 // that must start while the database is down.
 //
@@ -32,13 +32,14 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlstore"
 )
 
 // Store is the PostgreSQL backend: every method of persist.Backend and
-// persist.Registry, from the shared SQL core.
+// persist.Registry, from the SQL engine (sqlstore.Store).
 type Store struct {
-	persist.SQLStore
-	core *persist.Core // for the durability check (durability.go)
+	sqlstore.Store
+	core *sqlstore.Core // for the durability check (durability.go)
 }
 
 // The DDL of DESIGN.md §2 in PostgreSQL's types. biz_tag compares byte for
@@ -68,14 +69,14 @@ const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
 // leaf_alloc's is: a nondeterministic collation makes two spellings share
 // one row of leaf_alloc, and they must then share the guard's too.
 // Without leaf_alloc, or with the database's default collation, none.
-func guardDDL(ctx context.Context, q persist.Querier) string {
+func guardDDL(ctx context.Context, q sqlstore.Querier) string {
 	return fmt.Sprintf(createGuard, bizTagCollation(ctx, q))
 }
 
 // bizTagCollation is ` COLLATE "x"`, that of leaf_alloc.biz_tag, for the
 // tables of leaf that hold tags; "" without leaf_alloc or with the
 // database's default collation.
-func bizTagCollation(ctx context.Context, q persist.Querier) string {
+func bizTagCollation(ctx context.Context, q sqlstore.Querier) string {
 	var coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT collation_name FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = 'leaf_alloc' AND column_name = 'biz_tag'`).Scan(&coll)
@@ -90,7 +91,7 @@ func bizTagCollation(ctx context.Context, q persist.Querier) string {
 // so that TakeBatch takes its tags one statement each. A collation whose
 // kind cannot be read (another engine's catalogue) counts as folding:
 // that way is correct with every collation.
-func folds(ctx context.Context, q persist.Querier) bool {
+func folds(ctx context.Context, q sqlstore.Querier) bool {
 	var coll sql.NullString
 	err := q.QueryRowContext(ctx, `SELECT collation_name FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = 'leaf_alloc' AND column_name = 'biz_tag'`).Scan(&coll)
@@ -141,8 +142,8 @@ func sqlState(err error) string {
 	return ""
 }
 
-func dialect() *persist.Dialect {
-	return &persist.Dialect{
+func dialect() *sqlstore.Dialect {
+	return &sqlstore.Dialect{
 		Name:        "postgres",
 		CreateTable: createTable,
 		GuardDDL:    guardDDL,
@@ -156,7 +157,7 @@ func dialect() *persist.Dialect {
 		// changed since the snapshot is a serialization failure, retried.
 		ForUpdate:   ` FOR UPDATE`,
 		Folds:       folds,
-		Rebind:      persist.NumberedPlaceholders,
+		Rebind:      sqlstore.NumberedPlaceholders,
 		Unavailable: unavailable,
 		// The database rolled the whole transaction back: running it again
 		// is safe. A write refused as read-only (25006) wrote nothing: the
@@ -183,8 +184,8 @@ func dialect() *persist.Dialect {
 		ConnMaxLifetime: 3 * time.Minute,
 		// leaf_mode is joined with leaf_alloc on biz_tag: the same
 		// collation, as for leaf_guard.
-		ClusterDDL: func(ctx context.Context, q persist.Querier) []string {
-			return persist.ClusterDDL("VARCHAR(128)"+bizTagCollation(ctx, q), "")
+		ClusterDDL: func(ctx context.Context, q sqlstore.Querier) []string {
+			return sqlstore.ClusterDDL("VARCHAR(128)"+bizTagCollation(ctx, q), "")
 		},
 		// The clock when the statement runs, not the transaction's start
 		// (now()): a lease is measured from when it was written.
@@ -195,7 +196,7 @@ func dialect() *persist.Dialect {
 
 // grant is the GRANT of privileges on table, in the session's schema, to
 // the connected role.
-func grant(ctx context.Context, q persist.Querier, privileges, table string) string {
+func grant(ctx context.Context, q sqlstore.Querier, privileges, table string) string {
 	var role, schema sql.NullString
 	_ = q.QueryRowContext(ctx, `SELECT current_user, current_schema()`).Scan(&role, &schema)
 	name := pgx.Identifier{table}
@@ -208,7 +209,7 @@ func grant(ctx context.Context, q persist.Querier, privileges, table string) str
 // readOnlyState says why the session's transactions are read-only ("" when
 // they are not): a standby, or default_transaction_read_only set for the
 // role, the database or the DSN.
-func readOnlyState(ctx context.Context, q persist.Querier) string {
+func readOnlyState(ctx context.Context, q sqlstore.Querier) string {
 	var recovery sql.NullBool
 	var ro sql.NullString
 	if err := q.QueryRowContext(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')`).Scan(&recovery, &ro); err != nil {
@@ -265,16 +266,16 @@ func Open(ctx context.Context, dsn string, opts persist.Options) (*Store, error)
 }
 
 // OpenDeferred is Open for a server that must start while the database is
-// down (persist.Deferred): when it cannot be reached (persist.ErrUnavailable:
+// down (sqlstore.Deferred): when it cannot be reached (persist.ErrUnavailable:
 // refused, timed out, starting up), the store opens it on first use.
 // Every other error, a bad DSN or a refused password, is returned, as by
 // Open, without the DSN.
-func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*persist.Deferred, error) {
+func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*sqlstore.Deferred, error) {
 	cfg, err := config(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("persist: open postgres: %w", err)
 	}
-	return persist.OpenDeferred(ctx, "postgres", func(ctx context.Context) (persist.Backend, error) {
+	return sqlstore.OpenDeferred(ctx, "postgres", func(ctx context.Context) (persist.Backend, error) {
 		s, err := open(ctx, cfg, opts)
 		if err != nil {
 			return nil, fmt.Errorf("persist: open postgres: %w", err)
@@ -284,13 +285,13 @@ func OpenDeferred(ctx context.Context, dsn string, opts persist.Options) (*persi
 }
 
 func open(ctx context.Context, cfg *pgx.ConnConfig, opts persist.Options) (*Store, error) {
-	c := persist.NewCore(stdlib.OpenDB(*cfg), dialect(), opts)
+	c := sqlstore.NewCore(stdlib.OpenDB(*cfg), dialect(), opts)
 	if err := c.InitSchema(ctx, opts.CreateSchema); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	opts.Log().Info("persist: postgres open", where(cfg)...)
-	return &Store{SQLStore: persist.NewSQLStore(c), core: c}, nil
+	return &Store{Store: sqlstore.NewStore(c), core: c}, nil
 }
 
 // where names the database for the log: host, port, database, never the

@@ -1,5 +1,5 @@
 // Package sqlite is leaf's embedded store: one SQLite database file, pure
-// Go (modernc.org/sqlite, no cgo), on the shared SQL core of persist.
+// Go (modernc.org/sqlite, no cgo), on the SQL engine of persist/sqlstore.
 // Several stores, in one process or in several, may share the file:
 // writes serialize on SQLite's file lock.
 package sqlite
@@ -20,12 +20,13 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/sqlstore"
 )
 
 // Store is the SQLite backend: every method of persist.Backend, from the
-// shared SQL core.
+// SQL engine (sqlstore.Store).
 type Store struct {
-	persist.SQLStore
+	sqlstore.Store
 	path string
 }
 
@@ -48,13 +49,13 @@ const createGuard = `CREATE TABLE IF NOT EXISTS leaf_guard (
   PRIMARY KEY (biz_tag)
 )`
 
-func dialect() *persist.Dialect {
-	return &persist.Dialect{
+func dialect() *sqlstore.Dialect {
+	return &sqlstore.Dialect{
 		Name:        "sqlite",
 		OneWriter:   true,
 		CreateTable: createTable,
 		// Both tables compare tags byte for byte (BINARY).
-		GuardDDL:        func(context.Context, persist.Querier) string { return createGuard },
+		GuardDDL:        func(context.Context, sqlstore.Querier) string { return createGuard },
 		IgnoreDuplicate: ` ON CONFLICT (biz_tag) DO NOTHING`,
 		// A statement costs no round trip.
 		Local:       true,
@@ -68,8 +69,8 @@ func dialect() *persist.Dialect {
 				strings.Contains(e.Error(), "no such table")
 		},
 		MaxOpenConns: 4,
-		ClusterDDL: func(context.Context, persist.Querier) []string {
-			return persist.ClusterDDL("VARCHAR(128)", "")
+		ClusterDDL: func(context.Context, sqlstore.Querier) []string {
+			return sqlstore.ClusterDDL("VARCHAR(128)", "")
 		},
 		// The clock of the machine running the statement: the processes
 		// sharing the file share it.
@@ -121,13 +122,13 @@ func Open(ctx context.Context, path string, opts persist.Options) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("persist: open sqlite: %w", err)
 	}
-	c := persist.NewCore(db, dialect(), opts)
+	c := sqlstore.NewCore(db, dialect(), opts)
 	if err := check(ctx, c, opts.CreateSchema); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("persist: open sqlite: %w", err)
 	}
 	opts.Log().Info("persist: sqlite open", "path", abs)
-	return &Store{SQLStore: persist.NewSQLStore(c), path: abs}, nil
+	return &Store{Store: sqlstore.NewStore(c), path: abs}, nil
 }
 
 // dsn is the driver's data source name for the file at abs: a file: URI,
@@ -146,7 +147,7 @@ func dsn(abs string, busy time.Duration) string {
 }
 
 // check verifies the settings that the guarantees rest on, then the table.
-func check(ctx context.Context, c *persist.Core, create bool) error {
+func check(ctx context.Context, c *sqlstore.Core, create bool) error {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	var mode string

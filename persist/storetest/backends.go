@@ -111,7 +111,7 @@ func SQLRaw(db *sql.DB) Raw { return SQL{DB: db} }
 type SQL struct {
 	DB *sql.DB
 	// Rebind turns the statements' ? placeholders into the database's
-	// form (persist.NumberedPlaceholders for PostgreSQL); nil keeps them.
+	// form (sqlstore.NumberedPlaceholders for PostgreSQL); nil keeps them.
 	Rebind func(query string) string
 }
 

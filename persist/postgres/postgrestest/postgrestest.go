@@ -20,6 +20,7 @@ import (
 
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/postgres"
+	"github.com/leaf-id/leaf/persist/sqlstore"
 	"github.com/leaf-id/leaf/persist/storetest"
 )
 
@@ -74,7 +75,7 @@ func Raw(t *testing.T, dsn string) storetest.SQL {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	return storetest.SQL{DB: h, Rebind: persist.NumberedPlaceholders}
+	return storetest.SQL{DB: h, Rebind: sqlstore.NumberedPlaceholders}
 }
 
 // DSN returns the DSN of a new, empty database with a random name

@@ -1,4 +1,4 @@
-package persist
+package sqlstore
 
 import (
 	"cmp"
@@ -14,82 +14,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
-// ErrSchema means the leaf_alloc table is missing (and Options.CreateSchema
-// is off) or lacks Leaf's columns, or that a leaf_guard table exists
-// without leaf's columns.
-var ErrSchema = errors.New("persist: table missing or without the columns leaf needs")
-
-// Limits of Leaf's columns. They are checked in Go, identically for every
-// backend, so that a tag accepted by one database is accepted by all and
-// nothing is ever truncated or rounded by a database.
-const (
-	// MaxTagLen is the most characters a tag may have (VARCHAR(128)).
-	MaxTagLen = 128
-	// MaxDescriptionLen is the most characters a description may have
-	// (VARCHAR(256)).
-	MaxDescriptionLen = 256
-	// MaxStep is the largest step the table can hold (INT).
-	MaxStep = math.MaxInt32
-)
-
-// Defaults applied by the backends' Open functions to zero Options fields.
-const (
-	DefaultQueryTimeout = 5 * time.Second
-	DefaultBusyTimeout  = 5 * time.Second
-)
-
-// Options tunes a backend. The zero value is usable: zero fields take the
-// backend's defaults.
-type Options struct {
-	// CreateSchema creates leaf_alloc and leaf_guard when they are
-	// missing. When false and leaf_alloc is missing, Open fails with
-	// ErrSchema; when false and only leaf_guard is missing, Open succeeds
-	// with the persistent guard off (GuardEnabled reports false) and logs
-	// a warning with the statement that creates it.
-	CreateSchema bool
-	// MaxOpenConns caps the connection pool (idle connections are kept up
-	// to the same number). 0: the backend's default (Dialect.MaxOpenConns).
-	MaxOpenConns int
-	// ConnMaxLifetime recycles connections after this long. 0: the
-	// backend's default (Dialect.ConnMaxLifetime).
-	ConnMaxLifetime time.Duration
-	// BusyTimeout is how long SQLite waits for another connection's or
-	// process's write lock before failing (SQLite only). 0: DefaultBusyTimeout.
-	BusyTimeout time.Duration
-	// QueryTimeout is the deadline put on every call whose context has none.
-	// 0: DefaultQueryTimeout; negative: no deadline.
-	QueryTimeout time.Duration
-	// Logger receives open-time notices and retries. nil: discard.
-	Logger *slog.Logger
-	// ReadOnly: the caller only reads (listing tags). Open then does not
-	// require the right to write, and does not check what writes the
-	// user may make.
-	ReadOnly bool
-}
-
-// Log returns Logger, or a logger that discards everything when it is nil.
-func (o Options) Log() *slog.Logger {
-	if o.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return o.Logger
-}
-
-// Backend is what every backend implements: the allocator's Store, the
-// operator's Admin, and Guarded. Core implements it for SQL databases.
-type Backend interface {
-	Store
-	Admin
-	Guarded
-}
-
-// SQLStore is a backend on the shared SQL core as its package exports
-// it: the methods of Backend and Registry, and nothing else of the Core.
-// Each SQL backend's Store embeds one.
-type SQLStore struct {
+// Store is a backend on Core as its package exports it: the methods of
+// persist.Backend, Registry, BatchGiver and Identified, and nothing else
+// of the Core. Each SQL backend's Store embeds one.
+type Store struct {
 	backend
 	registry
 	batchGiver
@@ -99,22 +31,22 @@ type SQLStore struct {
 // backend and registry are embedded under names of their own, so that the
 // Core's other methods stay out of sight.
 type (
-	backend    = Backend
-	registry   = Registry
-	batchGiver = BatchGiver
-	identified = Identified
+	backend    = persist.Backend
+	registry   = persist.Registry
+	batchGiver = persist.BatchGiver
+	identified = persist.Identified
 )
 
 var (
-	_ Backend    = (*SQLStore)(nil)
-	_ Registry   = (*SQLStore)(nil)
-	_ BatchGiver = (*SQLStore)(nil)
-	_ Identified = (*SQLStore)(nil)
+	_ persist.Backend    = (*Store)(nil)
+	_ persist.Registry   = (*Store)(nil)
+	_ persist.BatchGiver = (*Store)(nil)
+	_ persist.Identified = (*Store)(nil)
 )
 
-// NewSQLStore is the store of c.
-func NewSQLStore(c *Core) SQLStore {
-	return SQLStore{backend: c, registry: c, batchGiver: c, identified: c}
+// NewStore is the store of c.
+func NewStore(c *Core) Store {
+	return Store{backend: c, registry: c, batchGiver: c, identified: c}
 }
 
 // Dialect is what differs between the SQL backends; everything else (the
@@ -222,7 +154,7 @@ type Dialect struct {
 	MaxOpenConns    int
 	ConnMaxLifetime time.Duration
 
-	// The cluster registry (Registry, core_cluster.go).
+	// The cluster registry (Registry, registry.go).
 
 	// ClusterDDL returns the CREATE TABLE IF NOT EXISTS statements of the
 	// registry's tables (leaf_node, leaf_worker, leaf_change, leaf_mode),
@@ -263,13 +195,13 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Core implements Backend on database/sql for one Dialect. The SQL sticks
-// to what SQLite, MySQL 5.7+, MariaDB 10.x and TiDB accept, with a
-// placeholder for every value (tag names are opaque data), and is written
-// to suit PostgreSQL too, with Rebind: no placeholder whose type the
-// database would infer from an INT column. A backend's Open makes its
-// *sql.DB, runs its own checks (DB, Deadline, Wrap), then InitSchema, and
-// hands the Core out as its Backend.
+// Core implements persist.Backend on database/sql for one Dialect. The SQL
+// sticks to what SQLite, MySQL 5.7+, MariaDB 10.x and TiDB accept, with a
+// placeholder for every value (tag names are opaque data), and is written to
+// suit PostgreSQL too, with Rebind: no placeholder whose type the database
+// would infer from an INT column. A backend's Open makes its *sql.DB, runs
+// its own checks (DB, Deadline, Wrap), then InitSchema, and hands the Core
+// out as its Backend.
 type Core struct {
 	db           *sql.DB
 	d            *Dialect
@@ -287,7 +219,7 @@ type Core struct {
 	// channel, because its blocked senders go first come, first served,
 	// and a wait for it ends with the caller's context.
 	turn chan struct{}
-	// cluster: the registry's tables are there (Registry, core_cluster.go),
+	// cluster: the registry's tables are there (Registry, registry.go),
 	// and tags are read with their mode. Set by InitSchema.
 	cluster bool
 	rq      clusterStatements
@@ -301,10 +233,10 @@ type Core struct {
 // (Close closes it), and sizes db's pool from opts, with the dialect's
 // defaults for zero fields. It does not touch the database: the backend
 // calls InitSchema next.
-func NewCore(db *sql.DB, d *Dialect, opts Options) *Core {
+func NewCore(db *sql.DB, d *Dialect, opts persist.Options) *Core {
 	qt := opts.QueryTimeout
 	if qt == 0 {
-		qt = DefaultQueryTimeout
+		qt = persist.DefaultQueryTimeout
 	}
 	if db != nil {
 		pool(db, opts, d.MaxOpenConns, d.ConnMaxLifetime)
@@ -317,7 +249,7 @@ func NewCore(db *sql.DB, d *Dialect, opts Options) *Core {
 }
 
 // pool applies the pool settings of opts, with the backend's defaults.
-func pool(db *sql.DB, opts Options, defConns int, defLifetime time.Duration) {
+func pool(db *sql.DB, opts persist.Options, defConns int, defLifetime time.Duration) {
 	n := opts.MaxOpenConns
 	if n <= 0 {
 		n = defConns
@@ -440,17 +372,17 @@ func (c *Core) isUnavailable(err error) bool {
 // ErrDenied to a missing privilege's, keeping the original error in the
 // chain too.
 func (c *Core) Wrap(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDenied) {
+	if err == nil || errors.Is(err, persist.ErrUnavailable) || errors.Is(err, persist.ErrDenied) {
 		return err
 	}
-	if c.d.ReadOnly != nil && c.d.ReadOnly(err) && !errors.Is(err, ErrReadOnly) {
-		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
+	if c.d.ReadOnly != nil && c.d.ReadOnly(err) && !errors.Is(err, persist.ErrReadOnly) {
+		err = fmt.Errorf("%w: %w", persist.ErrReadOnly, err)
 	}
 	if c.isUnavailable(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", persist.ErrUnavailable, err)
 	}
 	if c.denied(err) {
-		return fmt.Errorf("%w: %w", ErrDenied, err)
+		return fmt.Errorf("%w: %w", persist.ErrDenied, err)
 	}
 	return err
 }
@@ -486,7 +418,7 @@ func (c *Core) do(ctx context.Context, op, tag string, fn func(context.Context) 
 		// take it for a failure of a transaction that was rolled back.
 		retryable := c.d.Retryable(err) || errors.Is(err, errRowRaced) || errors.Is(err, errBatchRaced) ||
 			errors.Is(err, errTxLost)
-		if (!bounded && attempt == maxAttempts) || errors.Is(err, ErrAmbiguous) || !retryable || ctx.Err() != nil {
+		if (!bounded && attempt == maxAttempts) || errors.Is(err, persist.ErrAmbiguous) || !retryable || ctx.Err() != nil {
 			return c.opErr(op, tag, err)
 		}
 		// Half fixed, half random, so that the transactions that collided
@@ -629,7 +561,7 @@ func (c *Core) verifiedTx(ctx context.Context, fn func(*sql.Tx) error, wrote fun
 	var after sql.NullString
 	if err := conn.QueryRowContext(ctx, c.d.Written).Scan(&after); err != nil {
 		// Committed, as far as COMMIT said, but not proven.
-		return fmt.Errorf("%w: %w", ErrAmbiguous, c.Wrap(err))
+		return fmt.Errorf("%w: %w", persist.ErrAmbiguous, c.Wrap(err))
 	}
 	if after == before {
 		return errTxLost
@@ -648,7 +580,7 @@ func (c *Core) ambiguous(err error) error {
 		return err
 	}
 	if (c.d.Ambiguous != nil && c.d.Ambiguous(err)) || (c.isUnavailable(err) && !c.d.Retryable(err)) {
-		return fmt.Errorf("%w: %w", ErrAmbiguous, c.Wrap(err))
+		return fmt.Errorf("%w: %w", persist.ErrAmbiguous, c.Wrap(err))
 	}
 	return err
 }
@@ -660,11 +592,11 @@ func (c *Core) ambiguous(err error) error {
 // no row; ErrOverflow, with the row unchanged, when max_id would pass
 // math.MaxInt64; ErrInvalid for a bad tag, or when size <= 0 and the row's
 // step is not positive.
-func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) {
-	if err := checkTag(tag); err != nil {
-		return Range{}, fmt.Errorf("take %q: %w", tag, err)
+func (c *Core) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
+	if err := persist.CheckTag(tag); err != nil {
+		return persist.Range{}, fmt.Errorf("take %q: %w", tag, err)
 	}
-	var r Range
+	var r persist.Range
 	attempts := 0
 	err := c.write(ctx, "take", tag, func(ctx context.Context) error {
 		attempts++
@@ -686,7 +618,7 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 		}, func() bool { return true })
 	})
 	if err != nil {
-		return Range{}, err
+		return persist.Range{}, err
 	}
 	r.Retries = attempts - 1
 	return r, nil
@@ -696,7 +628,7 @@ func (c *Core) Take(ctx context.Context, tag string, size int64) (Range, error) 
 // an overflow, a step that is not positive), found before anything was
 // written, so tx may go on with other tags; err is any other failure
 // (errRowRaced included), after which tx must be rolled back.
-func (c *Core) takeIn(ctx context.Context, tx *sql.Tx, tag string, size int64) (r Range, answer, err error) {
+func (c *Core) takeIn(ctx context.Context, tx *sql.Tx, tag string, size int64) (r persist.Range, answer, err error) {
 	var n int64
 	if size > 0 {
 		n, err = affected(ctx, tx, c.q.takeSize, size, tag, math.MaxInt64-size)
@@ -704,7 +636,7 @@ func (c *Core) takeIn(ctx context.Context, tx *sql.Tx, tag string, size int64) (
 		n, err = affected(ctx, tx, c.q.takeStep, tag)
 	}
 	if err != nil {
-		return Range{}, nil, err
+		return persist.Range{}, nil, err
 	}
 	guarded := c.guard && n == 1
 	var maxID, step int64
@@ -716,28 +648,28 @@ func (c *Core) takeIn(ctx context.Context, tx *sql.Tx, tag string, size int64) (
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && n == 0:
-		return Range{}, ErrNotFound, nil
+		return persist.Range{}, persist.ErrNotFound, nil
 	case errors.Is(err, sql.ErrNoRows):
-		return Range{}, nil, ErrNotFound // the row vanished under its lock: roll back
+		return persist.Range{}, nil, persist.ErrNotFound // the row vanished under its lock: roll back
 	case err != nil:
-		return Range{}, nil, err
+		return persist.Range{}, nil, err
 	case n != 1:
 		if size <= 0 && step <= 0 {
-			return Range{}, fmt.Errorf("%w: the row's step is %d", ErrInvalid, step), nil
+			return persist.Range{}, fmt.Errorf("%w: the row's step is %d", persist.ErrInvalid, step), nil
 		}
 		if s := cmp.Or(max(size, 0), step); maxID <= math.MaxInt64-s {
 			// The UPDATE met no row, the read found one that fits:
 			// created between the two (a re-created row, read at READ
 			// COMMITTED). Run it again.
-			return Range{}, nil, errRowRaced
+			return persist.Range{}, nil, errRowRaced
 		}
-		return Range{}, fmt.Errorf("%w: max_id is %d", ErrOverflow, maxID), nil
+		return persist.Range{}, fmt.Errorf("%w: max_id is %d", persist.ErrOverflow, maxID), nil
 	}
 	s := size
 	if s <= 0 {
 		s = step
 	}
-	r = Range{Start: maxID - s, End: maxID, Step: step}
+	r = persist.Range{Start: maxID - s, End: maxID, Step: step}
 	if guarded {
 		err = c.guardTake(ctx, tx, tag, high, &r)
 	}
@@ -747,7 +679,7 @@ func (c *Core) takeIn(ctx context.Context, tx *sql.Tx, tag string, size int64) (
 // takeReturning is Take as one statement, UPDATE ... RETURNING, in no
 // transaction of its own (Dialect.Returning, the guard off). ok is false
 // when no row matched: the tag is missing, or max_id would overflow.
-func (c *Core) takeReturning(ctx context.Context, tag string, size int64, r *Range) (ok bool, err error) {
+func (c *Core) takeReturning(ctx context.Context, tag string, size int64, r *persist.Range) (ok bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, err // not sent: certainly not taken
 	}
@@ -768,7 +700,7 @@ func (c *Core) takeReturning(ctx context.Context, tag string, size int64, r *Ran
 	if s <= 0 {
 		s = step
 	}
-	*r = Range{Start: maxID - s, End: maxID, Step: step}
+	*r = persist.Range{Start: maxID - s, End: maxID, Step: step}
 	return true, nil
 }
 
@@ -807,18 +739,18 @@ func (c *Core) readGuarded(ctx context.Context, tx *sql.Tx, tag string) (maxID, 
 // [high, high+size) and max_id set to its end, in the same transaction
 // (ErrOverflow, all rolled back, when that passes math.MaxInt64). Then the
 // guard is raised to the range's end, which is above high either way.
-func (c *Core) guardTake(ctx context.Context, tx *sql.Tx, tag string, high int64, r *Range) error {
+func (c *Core) guardTake(ctx context.Context, tx *sql.Tx, tag string, high int64, r *persist.Range) error {
 	if high > r.Start {
 		size := r.Size()
 		if high > math.MaxInt64-size {
-			return fmt.Errorf("%w: the guard is at %d, max_id at %d", ErrOverflow, high, r.End)
+			return fmt.Errorf("%w: the guard is at %d, max_id at %d", persist.ErrOverflow, high, r.End)
 		}
 		// Compare-and-set on the max_id this transaction wrote, so that
 		// it never lowers a max_id when it runs alone (Dialect.Verify).
 		if err := c.one(ctx, tx, c.q.moveRange, high+size, tag, r.End); err != nil {
 			return err
 		}
-		*r = Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}
+		*r = persist.Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}
 	}
 	// Only ever raised, and never above max_id: alone it leaves no
 	// guard ahead of a max_id that was not moved.
@@ -836,8 +768,8 @@ func (c *Core) one(ctx context.Context, tx *sql.Tx, query string, args ...any) e
 }
 
 // Tags lists every row, ordered by name.
-func (c *Core) Tags(ctx context.Context) ([]Tag, error) {
-	var tags []Tag
+func (c *Core) Tags(ctx context.Context) ([]persist.Tag, error) {
+	var tags []persist.Tag
 	err := c.do(ctx, "tags", "", func(ctx context.Context) error {
 		tags = tags[:0]
 		query := c.q.tags
@@ -865,11 +797,11 @@ func (c *Core) Tags(ctx context.Context) ([]Tag, error) {
 }
 
 // Tag reads one row; ErrNotFound when missing.
-func (c *Core) Tag(ctx context.Context, name string) (Tag, error) {
-	if err := checkTag(name); err != nil {
-		return Tag{}, fmt.Errorf("tag %q: %w", name, err)
+func (c *Core) Tag(ctx context.Context, name string) (persist.Tag, error) {
+	if err := persist.CheckTag(name); err != nil {
+		return persist.Tag{}, fmt.Errorf("tag %q: %w", name, err)
 	}
-	var t Tag
+	var t persist.Tag
 	err := c.do(ctx, "tag", name, func(ctx context.Context) error {
 		var err error
 		t, err = c.readTag(ctx, c.db, name)
@@ -882,13 +814,13 @@ func (c *Core) Tag(ctx context.Context, name string) (Tag, error) {
 // when the tag already exists; that row is left untouched. ErrInvalid for
 // a bad tag, a step outside [1, MaxStep] or a description that is too long.
 func (c *Core) Create(ctx context.Context, name string, step int64, description string) (bool, error) {
-	if err := checkTag(name); err != nil {
+	if err := persist.CheckTag(name); err != nil {
 		return false, fmt.Errorf("create %q: %w", name, err)
 	}
-	if err := checkStep(step); err != nil {
+	if err := persist.CheckStep(step); err != nil {
 		return false, fmt.Errorf("create %q: %w", name, err)
 	}
-	if err := checkDescription(description); err != nil {
+	if err := persist.CheckDescription(description); err != nil {
 		return false, fmt.Errorf("create %q: %w", name, err)
 	}
 	var created bool
@@ -911,11 +843,11 @@ func (c *Core) Create(ctx context.Context, name string, step int64, description 
 // handed out) stays where it is. ErrInvalid unless 1 <= to < from;
 // ErrNotFound when the row does not exist.
 func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
-	if err := checkTag(tag); err != nil {
+	if err := persist.CheckTag(tag); err != nil {
 		return false, fmt.Errorf("give back %q: %w", tag, err)
 	}
 	if to < 1 || to >= from {
-		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, ErrInvalid, from, to)
+		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, persist.ErrInvalid, from, to)
 	}
 	var matched bool
 	err := c.write(ctx, "give back", tag, func(ctx context.Context) error {
@@ -943,16 +875,16 @@ func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, 
 // lacks the privilege for, naming the GRANT that gives it.
 func (c *Core) insertDenied(err error) error {
 	return fmt.Errorf("%w: creating a tag needs INSERT on leaf_alloc (%s): %w",
-		ErrDenied, cmp.Or(c.grantInsert, "GRANT INSERT ON leaf_alloc"), err)
+		persist.ErrDenied, cmp.Or(c.grantInsert, "GRANT INSERT ON leaf_alloc"), err)
 }
 
 // SetStep changes the table's step. ErrNotFound when missing; ErrInvalid
 // for a step outside [1, MaxStep].
 func (c *Core) SetStep(ctx context.Context, tag string, step int64) error {
-	if err := checkTag(tag); err != nil {
+	if err := persist.CheckTag(tag); err != nil {
 		return fmt.Errorf("set step %q: %w", tag, err)
 	}
-	if err := checkStep(step); err != nil {
+	if err := persist.CheckStep(step); err != nil {
 		return fmt.Errorf("set step %q: %w", tag, err)
 	}
 	return c.write(ctx, "set step", tag, func(ctx context.Context) error {
@@ -975,14 +907,14 @@ func (c *Core) SetStep(ctx context.Context, tag string, step int64) error {
 // RaiseFloor sets max_id = floor+1 when max_id is lower, never lowering it,
 // and returns the row after the change and whether max_id moved.
 // ErrNotFound when missing; ErrOverflow when floor is math.MaxInt64.
-func (c *Core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bool, error) {
-	if err := checkTag(tag); err != nil {
-		return Tag{}, false, fmt.Errorf("raise floor %q: %w", tag, err)
+func (c *Core) RaiseFloor(ctx context.Context, tag string, floor int64) (persist.Tag, bool, error) {
+	if err := persist.CheckTag(tag); err != nil {
+		return persist.Tag{}, false, fmt.Errorf("raise floor %q: %w", tag, err)
 	}
 	if floor == math.MaxInt64 {
-		return Tag{}, false, fmt.Errorf("raise floor %q: %w: floor %d", tag, ErrOverflow, floor)
+		return persist.Tag{}, false, fmt.Errorf("raise floor %q: %w: floor %d", tag, persist.ErrOverflow, floor)
 	}
-	var t Tag
+	var t persist.Tag
 	var moved bool
 	err := c.write(ctx, "raise floor", tag, func(ctx context.Context) error {
 		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
@@ -998,7 +930,7 @@ func (c *Core) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bo
 		}, func() bool { return moved })
 	})
 	if err != nil {
-		return Tag{}, false, err
+		return persist.Tag{}, false, err
 	}
 	return t, moved, nil
 }
@@ -1020,14 +952,14 @@ func affected(ctx context.Context, e execer, query string, args ...any) (int64, 
 	return res.RowsAffected()
 }
 
-func (c *Core) readTag(ctx context.Context, q Querier, name string) (Tag, error) {
+func (c *Core) readTag(ctx context.Context, q Querier, name string) (persist.Tag, error) {
 	query := c.q.readTag
 	if c.cluster {
 		query = c.q.readTagMode
 	}
 	t, err := c.scanTag(q.QueryRowContext(ctx, query, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return Tag{}, ErrNotFound
+		return persist.Tag{}, persist.ErrNotFound
 	}
 	return t, err
 }
@@ -1037,7 +969,7 @@ func (c *Core) exists(ctx context.Context, q Querier, name string) error {
 	var one int
 	err := q.QueryRowContext(ctx, c.q.exists, name).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
+		return persist.ErrNotFound
 	}
 	return err
 }
@@ -1046,8 +978,8 @@ type scanner interface{ Scan(dest ...any) error }
 
 // scanTag reads a row of columns, or of modeColumns when the registry's
 // tables are there.
-func (c *Core) scanTag(s scanner) (Tag, error) {
-	var t Tag
+func (c *Core) scanTag(s scanner) (persist.Tag, error) {
+	var t persist.Tag
 	var desc, mode, layout sql.NullString
 	dest := []any{&t.Name, &t.MaxID, &t.Step, &desc, (*timeScanner)(&t.UpdateTime)}
 	if c.cluster {
@@ -1089,44 +1021,4 @@ func parseTime(s string) time.Time {
 		return time.Unix(n, 0).UTC()
 	}
 	return time.Time{}
-}
-
-// checkTag accepts what every backend stores byte-exact and tells apart:
-// non-empty valid UTF-8 of at most MaxTagLen characters, without NUL
-// (PostgreSQL's text cannot hold it), not ending in a space (MySQL's PAD
-// SPACE collations compare "a" and "a " as equal).
-func checkTag(tag string) error {
-	switch {
-	case tag == "":
-		return fmt.Errorf("%w: empty tag", ErrInvalid)
-	case !utf8.ValidString(tag):
-		return fmt.Errorf("%w: tag is not valid UTF-8", ErrInvalid)
-	case strings.IndexByte(tag, 0) >= 0:
-		return fmt.Errorf("%w: tag holds a NUL byte", ErrInvalid)
-	case utf8.RuneCountInString(tag) > MaxTagLen:
-		return fmt.Errorf("%w: tag longer than %d characters", ErrInvalid, MaxTagLen)
-	case strings.HasSuffix(tag, " "):
-		return fmt.Errorf("%w: tag ends with a space", ErrInvalid)
-	}
-	return nil
-}
-
-func checkStep(step int64) error {
-	if step < 1 || step > MaxStep {
-		return fmt.Errorf("%w: step %d not in [1, %d]", ErrInvalid, step, MaxStep)
-	}
-	return nil
-}
-
-func checkDescription(d string) error {
-	if !utf8.ValidString(d) {
-		return fmt.Errorf("%w: description is not valid UTF-8", ErrInvalid)
-	}
-	if strings.IndexByte(d, 0) >= 0 {
-		return fmt.Errorf("%w: description holds a NUL byte", ErrInvalid)
-	}
-	if utf8.RuneCountInString(d) > MaxDescriptionLen {
-		return fmt.Errorf("%w: description longer than %d characters", ErrInvalid, MaxDescriptionLen)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package persist
+package sqlstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // Deferred is a store that may start while its database is down. Until
@@ -22,7 +24,7 @@ import (
 // still fail at once.
 type Deferred struct {
 	name  string // the backend, for errors: "open <name>: ..."
-	open  func(context.Context) (Backend, error)
+	open  func(context.Context) (persist.Backend, error)
 	log   *slog.Logger
 	attrs []any // where the database is, for the log (never a password)
 
@@ -34,13 +36,13 @@ type Deferred struct {
 }
 
 // opened is the Backend once open succeeded.
-type opened struct{ Backend }
+type opened struct{ persist.Backend }
 
 var (
-	_ Store      = (*Deferred)(nil)
-	_ Admin      = (*Deferred)(nil)
-	_ Guarded    = (*Deferred)(nil)
-	_ BatchGiver = (*Deferred)(nil)
+	_ persist.Store      = (*Deferred)(nil)
+	_ persist.Admin      = (*Deferred)(nil)
+	_ persist.Guarded    = (*Deferred)(nil)
+	_ persist.BatchGiver = (*Deferred)(nil)
 )
 
 // OpenDeferred is a backend's Open for a server that must start while the
@@ -51,13 +53,13 @@ var (
 // cannot (ErrUnavailable: refused, timed out, shutting down), a warning
 // is logged and the store opens the database on first use instead. Every
 // other error is returned.
-func OpenDeferred(ctx context.Context, name string, open func(context.Context) (Backend, error), log *slog.Logger, attrs ...any) (*Deferred, error) {
+func OpenDeferred(ctx context.Context, name string, open func(context.Context) (persist.Backend, error), log *slog.Logger, attrs ...any) (*Deferred, error) {
 	d := &Deferred{name: name, open: open, log: log, attrs: attrs, sem: make(chan struct{}, 1)}
 	b, err := open(ctx)
 	switch {
 	case err == nil:
 		d.m.Store(&opened{b})
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, persist.ErrUnavailable):
 		d.log.Warn("persist: database unreachable at start; serving errors until it answers",
 			append(append([]any(nil), attrs...), "err", err)...)
 	default:
@@ -70,9 +72,9 @@ func OpenDeferred(ctx context.Context, name string, open func(context.Context) (
 func (d *Deferred) Opened() bool { return d.m.Load() != nil }
 
 // store returns the opened Backend, opening it now if it is not yet.
-func (d *Deferred) store(ctx context.Context) (Backend, error) {
+func (d *Deferred) store(ctx context.Context) (persist.Backend, error) {
 	if d.closed.Load() {
-		return nil, ErrClosed
+		return nil, persist.ErrClosed
 	}
 	if m := d.m.Load(); m != nil {
 		return m.Backend, nil
@@ -81,13 +83,13 @@ func (d *Deferred) store(ctx context.Context) (Backend, error) {
 	case d.sem <- struct{}{}:
 		defer func() { <-d.sem }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("persist: open %s: %w: %w", d.name, ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("persist: open %s: %w: %w", d.name, persist.ErrUnavailable, ctx.Err())
 	}
 	if m := d.m.Load(); m != nil {
 		return m.Backend, nil // opened by the call we waited for
 	}
 	if d.closed.Load() {
-		return nil, ErrClosed
+		return nil, persist.ErrClosed
 	}
 	b, err := d.open(ctx)
 	if err != nil {
@@ -98,27 +100,27 @@ func (d *Deferred) store(ctx context.Context) (Backend, error) {
 	return b, nil
 }
 
-// Take implements Store.
-func (d *Deferred) Take(ctx context.Context, tag string, size int64) (Range, error) {
+// Take implements persist.Store.
+func (d *Deferred) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
 	m, err := d.store(ctx)
 	if err != nil {
-		return Range{}, err
+		return persist.Range{}, err
 	}
 	return m.Take(ctx, tag, size)
 }
 
-// TakeBatch implements Store: while the database cannot be opened, every
+// TakeBatch implements persist.Store: while the database cannot be opened, every
 // request fails with the error of the attempt.
-func (d *Deferred) TakeBatch(ctx context.Context, reqs []TakeRequest) []TakeResult {
+func (d *Deferred) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
 	m, err := d.store(ctx)
 	if err != nil {
-		return FailAll(reqs, err)
+		return persist.FailAll(reqs, err)
 	}
 	return m.TakeBatch(ctx, reqs)
 }
 
-// Tags implements Store.
-func (d *Deferred) Tags(ctx context.Context) ([]Tag, error) {
+// Tags implements persist.Store.
+func (d *Deferred) Tags(ctx context.Context) ([]persist.Tag, error) {
 	m, err := d.store(ctx)
 	if err != nil {
 		return nil, err
@@ -126,16 +128,16 @@ func (d *Deferred) Tags(ctx context.Context) ([]Tag, error) {
 	return m.Tags(ctx)
 }
 
-// Tag implements Store.
-func (d *Deferred) Tag(ctx context.Context, name string) (Tag, error) {
+// Tag implements persist.Store.
+func (d *Deferred) Tag(ctx context.Context, name string) (persist.Tag, error) {
 	m, err := d.store(ctx)
 	if err != nil {
-		return Tag{}, err
+		return persist.Tag{}, err
 	}
 	return m.Tag(ctx, name)
 }
 
-// Create implements Store.
+// Create implements persist.Store.
 func (d *Deferred) Create(ctx context.Context, name string, step int64, description string) (bool, error) {
 	m, err := d.store(ctx)
 	if err != nil {
@@ -144,7 +146,7 @@ func (d *Deferred) Create(ctx context.Context, name string, step int64, descript
 	return m.Create(ctx, name, step, description)
 }
 
-// GiveBack implements Store.
+// GiveBack implements persist.Store.
 func (d *Deferred) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
 	m, err := d.store(ctx)
 	if err != nil {
@@ -153,7 +155,7 @@ func (d *Deferred) GiveBack(ctx context.Context, tag string, from, to int64) (bo
 	return m.GiveBack(ctx, tag, from, to)
 }
 
-// SetStep implements Admin.
+// SetStep implements persist.Admin.
 func (d *Deferred) SetStep(ctx context.Context, tag string, step int64) error {
 	m, err := d.store(ctx)
 	if err != nil {
@@ -162,16 +164,16 @@ func (d *Deferred) SetStep(ctx context.Context, tag string, step int64) error {
 	return m.SetStep(ctx, tag, step)
 }
 
-// RaiseFloor implements Admin.
-func (d *Deferred) RaiseFloor(ctx context.Context, tag string, floor int64) (Tag, bool, error) {
+// RaiseFloor implements persist.Admin.
+func (d *Deferred) RaiseFloor(ctx context.Context, tag string, floor int64) (persist.Tag, bool, error) {
 	m, err := d.store(ctx)
 	if err != nil {
-		return Tag{}, false, err
+		return persist.Tag{}, false, err
 	}
 	return m.RaiseFloor(ctx, tag, floor)
 }
 
-// GuardEnabled implements Guarded: false until the database was opened.
+// GuardEnabled implements persist.Guarded: false until the database was opened.
 func (d *Deferred) GuardEnabled() bool {
 	m := d.m.Load()
 	return m != nil && m.GuardEnabled()
@@ -189,29 +191,45 @@ func (d *Deferred) Close() error {
 	return nil
 }
 
-// GiveBackBatch implements BatchGiver; errors.ErrUnsupported when the
+// GiveBackBatch implements persist.BatchGiver; errors.ErrUnsupported when the
 // backend gives back tag by tag only.
-func (d *Deferred) GiveBackBatch(ctx context.Context, reqs []GiveBackRequest) ([]bool, error) {
+func (d *Deferred) GiveBackBatch(ctx context.Context, reqs []persist.GiveBackRequest) ([]bool, error) {
 	m, err := d.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b, ok := m.(BatchGiver)
+	b, ok := m.(persist.BatchGiver)
 	if !ok {
 		return nil, giveBackUnsupported(d.name)
 	}
 	return b.GiveBackBatch(ctx, reqs)
 }
 
-// GiveBackBatchAfter implements BatchGiver, as GiveBackBatch.
-func (d *Deferred) GiveBackBatchAfter(ctx context.Context, reqs []GiveBackRequest, seen int64) ([]bool, error) {
+// GiveBackBatchAfter implements persist.BatchGiver, as GiveBackBatch.
+func (d *Deferred) GiveBackBatchAfter(ctx context.Context, reqs []persist.GiveBackRequest, seen int64) ([]bool, error) {
 	m, err := d.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b, ok := m.(BatchGiver)
+	b, ok := m.(persist.BatchGiver)
 	if !ok {
 		return nil, giveBackUnsupported(d.name)
 	}
 	return b.GiveBackBatchAfter(ctx, reqs, seen)
+}
+
+var _ persist.Durable = (*Deferred)(nil)
+
+// Durability implements persist.Durable: the opened backend's answer. Before
+// the database was opened it does not try to open it (the allocator's calls
+// do): ErrUnavailable.
+func (d *Deferred) Durability(ctx context.Context) (persist.Replication, error) {
+	if d.closed.Load() {
+		return persist.Replication{}, persist.ErrClosed
+	}
+	m := d.m.Load()
+	if m == nil {
+		return persist.Replication{}, fmt.Errorf("persist: %s: %w: not opened yet", d.name, persist.ErrUnavailable)
+	}
+	return persist.Durability(ctx, m.Backend)
 }

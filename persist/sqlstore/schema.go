@@ -1,8 +1,10 @@
-package persist
+package sqlstore
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // What InitSchema runs to learn what the user may do, without changing a
@@ -75,7 +77,7 @@ func (c *Core) initAlloc(ctx context.Context, create bool) (created bool, err er
 	if err := c.checkTable(ctx, c.q.checkAlloc); err != nil {
 		switch {
 		case c.d.NoTable(err):
-			return false, fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", ErrSchema)
+			return false, fmt.Errorf("%w: table leaf_alloc does not exist; enable schema creation or create it as in Leaf's DDL", persist.ErrSchema)
 		case c.denied(err):
 			return false, c.needed(ctx, err)
 		}
@@ -105,7 +107,7 @@ func (c *Core) initAlloc(ctx context.Context, create bool) (created bool, err er
 // needed is the error of a user who may not read or update leaf_alloc.
 func (c *Core) needed(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: leaf needs SELECT and UPDATE on leaf_alloc (%s): %w",
-		ErrDenied, c.d.Grant(ctx, c.db, "SELECT, UPDATE", "leaf_alloc"), err)
+		persist.ErrDenied, c.d.Grant(ctx, c.db, "SELECT, UPDATE", "leaf_alloc"), err)
 }
 
 // writable fails unless the user may update leaf_alloc on a database that
@@ -113,7 +115,7 @@ func (c *Core) needed(ctx context.Context, err error) error {
 func (c *Core) writable(ctx context.Context) error {
 	if c.d.ReadOnlyState != nil {
 		if why := c.d.ReadOnlyState(ctx, c.db); why != "" {
-			return fmt.Errorf("%w: %s; leaf takes ranges by updating leaf_alloc: point store.dsn at a writable primary", ErrReadOnly, why)
+			return fmt.Errorf("%w: %s; leaf takes ranges by updating leaf_alloc: point store.dsn at a writable primary", persist.ErrReadOnly, why)
 		}
 	}
 	if c.d.Denied == nil {
@@ -124,7 +126,7 @@ func (c *Core) writable(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case c.d.ReadOnly != nil && c.d.ReadOnly(err):
-		return fmt.Errorf("%w: leaf takes ranges by updating leaf_alloc: point store.dsn at a writable primary: %w", ErrReadOnly, err)
+		return fmt.Errorf("%w: leaf takes ranges by updating leaf_alloc: point store.dsn at a writable primary: %w", persist.ErrReadOnly, err)
 	case c.denied(err):
 		return c.needed(ctx, err)
 	}
@@ -200,7 +202,7 @@ func (c *Core) checkTable(ctx context.Context, query string) error {
 		case c.isUnavailable(err):
 			return c.Wrap(err)
 		}
-		return fmt.Errorf("%w: %w", ErrSchema, err)
+		return fmt.Errorf("%w: %w", persist.ErrSchema, err)
 	}
 	return c.Wrap(rows.Close())
 }

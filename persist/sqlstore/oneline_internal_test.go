@@ -1,4 +1,4 @@
-package persist
+package sqlstore
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package persist
+package sqlstore
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // The cluster registry on the SQL core: leaf's own four tables, created
@@ -26,7 +27,7 @@ import (
 // Unix milliseconds; started and bound are the node's. leaf_change's row 0
 // is the log's head: arg is the last sequence number given.
 
-var _ Registry = (*Core)(nil)
+var _ persist.Registry = (*Core)(nil)
 
 // nodeGC: registrations expired this long are deleted when a node joins.
 const nodeGC = time.Hour
@@ -253,14 +254,14 @@ func (c *Core) dbNow(ctx context.Context, q Querier) (int64, error) {
 // heartbeat waits its turn with the Takes, it is not starved by them.
 func (c *Core) clusterOp(ctx context.Context, op string, fn func(context.Context) error) error {
 	if !c.cluster {
-		return fmt.Errorf("%s: %w", op, ErrNoCluster)
+		return fmt.Errorf("%s: %w", op, persist.ErrNoCluster)
 	}
 	return c.write(ctx, op, "", fn)
 }
 
-// Join implements Registry.
-func (c *Core) Join(ctx context.Context, n NodeInfo, ttl time.Duration) (int64, error) {
-	if err := CheckNode(n); err != nil {
+// Join implements persist.Registry.
+func (c *Core) Join(ctx context.Context, n persist.NodeInfo, ttl time.Duration) (int64, error) {
+	if err := persist.CheckNode(n); err != nil {
 		return 0, fmt.Errorf("join: %w", err)
 	}
 	var head int64
@@ -286,8 +287,8 @@ func (c *Core) Join(ctx context.Context, n NodeInfo, ttl time.Duration) (int64, 
 	return head, err
 }
 
-// Renew implements Registry.
-func (c *Core) Renew(ctx context.Context, r Renewal) error {
+// Renew implements persist.Registry.
+func (c *Core) Renew(ctx context.Context, r persist.Renewal) error {
 	workerLost := false
 	err := c.clusterOp(ctx, "renew", func(ctx context.Context) error {
 		workerLost = false
@@ -307,7 +308,7 @@ func (c *Core) Renew(ctx context.Context, r Renewal) error {
 				var one int
 				err := tx.QueryRowContext(ctx, c.rq.nodeExists, r.Node).Scan(&one)
 				if errors.Is(err, sql.ErrNoRows) {
-					return ErrLeaseLost
+					return persist.ErrLeaseLost
 				}
 				if err != nil {
 					return err
@@ -330,12 +331,12 @@ func (c *Core) Renew(ctx context.Context, r Renewal) error {
 		})
 	})
 	if err == nil && workerLost {
-		err = fmt.Errorf("renew: worker id %d: %w", r.Worker, ErrWorkerLost)
+		err = fmt.Errorf("renew: worker id %d: %w", r.Worker, persist.ErrWorkerLost)
 	}
 	return err
 }
 
-// Leave implements Registry.
+// Leave implements persist.Registry.
 func (c *Core) Leave(ctx context.Context, node string, worker int, bound int64) error {
 	return c.clusterOp(ctx, "leave", func(ctx context.Context) error {
 		return c.inTx(ctx, func(tx *sql.Tx) error {
@@ -351,9 +352,9 @@ func (c *Core) Leave(ctx context.Context, node string, worker int, bound int64) 
 	})
 }
 
-// Nodes implements Registry.
-func (c *Core) Nodes(ctx context.Context) ([]Node, error) {
-	var nodes []Node
+// Nodes implements persist.Registry.
+func (c *Core) Nodes(ctx context.Context) ([]persist.Node, error) {
+	var nodes []persist.Node
 	err := c.clusterOp(ctx, "nodes", func(ctx context.Context) error {
 		nodes = nodes[:0]
 		now, err := c.dbNow(ctx, c.db)
@@ -366,7 +367,7 @@ func (c *Core) Nodes(ctx context.Context) ([]Node, error) {
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var n Node
+			var n persist.Node
 			var started, renewed, expires int64
 			var worker sql.NullInt64
 			if err := rows.Scan(&n.ID, &n.Addr, &n.Version, &started, &renewed, &expires, &n.Seen, &worker); err != nil {
@@ -392,15 +393,15 @@ func (c *Core) Nodes(ctx context.Context) ([]Node, error) {
 	return nodes, nil
 }
 
-// LeaseWorker implements Registry. Each attempt is a transaction of its
+// LeaseWorker implements persist.Registry. Each attempt is a transaction of its
 // own: pick an id, lock its row and check it is still free, take it; an
 // attempt that lost a race runs again.
-func (c *Core) LeaseWorker(ctx context.Context, r WorkerRequest) (Worker, error) {
+func (c *Core) LeaseWorker(ctx context.Context, r persist.WorkerRequest) (persist.Worker, error) {
 	if r.Limit <= 0 {
-		return Worker{}, fmt.Errorf("lease worker: %w: limit %d", ErrInvalid, r.Limit)
+		return persist.Worker{}, fmt.Errorf("lease worker: %w: limit %d", persist.ErrInvalid, r.Limit)
 	}
 	for range leaseAttempts {
-		var w Worker
+		var w persist.Worker
 		var got bool
 		err := c.clusterOp(ctx, "lease worker", func(ctx context.Context) error {
 			got = false
@@ -414,15 +415,15 @@ func (c *Core) LeaseWorker(ctx context.Context, r WorkerRequest) (Worker, error)
 			return w, err
 		}
 	}
-	return Worker{}, fmt.Errorf("lease worker: %w: other servers kept taking the free ids first", ErrUnavailable)
+	return persist.Worker{}, fmt.Errorf("lease worker: %w: other servers kept taking the free ids first", persist.ErrUnavailable)
 }
 
 // leaseWorkerTx is one attempt of LeaseWorker; got is false when another
 // node took the id first.
-func (c *Core) leaseWorkerTx(ctx context.Context, tx *sql.Tx, r WorkerRequest) (w Worker, got bool, err error) {
+func (c *Core) leaseWorkerTx(ctx context.Context, tx *sql.Tx, r persist.WorkerRequest) (w persist.Worker, got bool, err error) {
 	now, err := c.dbNow(ctx, tx)
 	if err != nil {
-		return Worker{}, false, err
+		return persist.Worker{}, false, err
 	}
 	expires := now + r.TTL.Milliseconds()
 	var id int
@@ -432,41 +433,41 @@ func (c *Core) leaseWorkerTx(ctx context.Context, tx *sql.Tx, r WorkerRequest) (
 	if errors.Is(err, sql.ErrNoRows) {
 		var top int
 		if err := tx.QueryRowContext(ctx, c.rq.maxWorker, r.Limit).Scan(&top); err != nil {
-			return Worker{}, false, err
+			return persist.Worker{}, false, err
 		}
 		if top+1 < r.Limit {
 			n, err := affected(ctx, tx, c.rq.insertWorker, top+1, r.Node, expires, r.Bound)
-			return Worker{ID: top + 1}, n == 1, err
+			return persist.Worker{ID: top + 1}, n == 1, err
 		}
 		// None: the free one with the oldest bound, if any.
 		err = tx.QueryRowContext(ctx, c.rq.freeCandidate, r.Limit, now, int64(math.MaxInt64)).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
-			return Worker{}, false, fmt.Errorf("%w: all %d worker ids are leased to live servers", ErrNoWorker, r.Limit)
+			return persist.Worker{}, false, fmt.Errorf("%w: all %d worker ids are leased to live servers", persist.ErrNoWorker, r.Limit)
 		}
 	}
 	if err != nil {
-		return Worker{}, false, err
+		return persist.Worker{}, false, err
 	}
 	var holder sql.NullString
 	var held, prev int64
 	if err := tx.QueryRowContext(ctx, c.rq.lockWorker, id).Scan(&holder, &held, &prev); err != nil {
-		return Worker{}, false, err
+		return persist.Worker{}, false, err
 	}
 	if holder.Valid && held > now {
-		return Worker{}, false, nil // taken meanwhile
+		return persist.Worker{}, false, nil // taken meanwhile
 	}
 	if _, err := tx.ExecContext(ctx, c.rq.takeWorker, r.Node, expires, r.Bound, r.Bound, id); err != nil {
-		return Worker{}, false, err
+		return persist.Worker{}, false, err
 	}
-	return Worker{ID: id, Prev: prev}, true, nil
+	return persist.Worker{ID: id, Prev: prev}, true, nil
 }
 
-// Publish implements Registry. The log's head row (seq 0) holds the last
+// Publish implements persist.Registry. The log's head row (seq 0) holds the last
 // number: raising it locks the row until the change is committed, so the
 // publishers take their turns and a number is visible only after the ones
 // below it.
-func (c *Core) Publish(ctx context.Context, ch Change) (int64, error) {
-	if err := checkTag(ch.Tag); err != nil {
+func (c *Core) Publish(ctx context.Context, ch persist.Change) (int64, error) {
+	if err := persist.CheckTag(ch.Tag); err != nil {
 		return 0, fmt.Errorf("publish: %w", err)
 	}
 	var seq int64
@@ -504,14 +505,14 @@ func (c *Core) Publish(ctx context.Context, ch Change) (int64, error) {
 			if n == 0 {
 				return fmt.Errorf("change %d exists already: the head row of leaf_change is behind its rows", seq)
 			}
-			if ch.Kind == ChangeFloor && ch.Value >= 0 && ch.Value < math.MaxInt64 {
+			if ch.Kind == persist.ChangeFloor && ch.Value >= 0 && ch.Value < math.MaxInt64 {
 				// In effect in the store as it becomes visible (see
 				// Registry.Publish); after the head's lock, as GiveBackAfter.
 				if _, err := tx.ExecContext(ctx, c.q.raiseFloor, ch.Value+1, ch.Tag, ch.Value+1); err != nil {
 					return err
 				}
 			}
-			_, err = tx.ExecContext(ctx, c.rq.trimChanges, seq-KeepChanges)
+			_, err = tx.ExecContext(ctx, c.rq.trimChanges, seq-persist.KeepChanges)
 			return err
 		})
 	})
@@ -521,18 +522,18 @@ func (c *Core) Publish(ctx context.Context, ch Change) (int64, error) {
 	return seq, nil
 }
 
-// GiveBackAfter implements Registry: one transaction that first locks the
-// log's head row (Publish bumps it), then looks for a floor published
-// after seen, then gives back as GiveBack does.
+// GiveBackAfter implements persist.Registry: one transaction that first
+// locks the log's head row (Publish bumps it), then looks for a floor
+// published after seen, then gives back as GiveBack does.
 func (c *Core) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
-	if err := checkTag(tag); err != nil {
+	if err := persist.CheckTag(tag); err != nil {
 		return false, fmt.Errorf("give back %q: %w", tag, err)
 	}
 	if to < 1 || to >= from {
-		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, ErrInvalid, from, to)
+		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, persist.ErrInvalid, from, to)
 	}
 	if !c.cluster {
-		return false, fmt.Errorf("give back %q: %w", tag, ErrNoCluster)
+		return false, fmt.Errorf("give back %q: %w", tag, persist.ErrNoCluster)
 	}
 	var matched bool
 	err := c.write(ctx, "give back", tag, func(ctx context.Context) error {
@@ -607,15 +608,15 @@ func (c *Core) noFloorAfter(ctx context.Context, tx *sql.Tx, tag string, to, see
 		return false, nil // changes after seen were trimmed: one may be a floor
 	}
 	var floors int
-	if err := tx.QueryRowContext(ctx, c.rq.floorsAfter, seen, ChangeFloor, tag, to).Scan(&floors); err != nil {
+	if err := tx.QueryRowContext(ctx, c.rq.floorsAfter, seen, persist.ChangeFloor, tag, to).Scan(&floors); err != nil {
 		return false, err
 	}
 	return floors == 0, nil
 }
 
-// Changes implements Registry.
-func (c *Core) Changes(ctx context.Context, after int64) ([]Change, int64, error) {
-	var out []Change
+// Changes implements persist.Registry.
+func (c *Core) Changes(ctx context.Context, after int64) ([]persist.Change, int64, error) {
+	var out []persist.Change
 	var head int64
 	err := c.clusterOp(ctx, "changes", func(ctx context.Context) error {
 		out = out[:0]
@@ -625,7 +626,7 @@ func (c *Core) Changes(ctx context.Context, after int64) ([]Change, int64, error
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var ch Change
+			var ch persist.Change
 			if err := rows.Scan(&ch.Seq, &ch.Kind, &ch.Tag, &ch.Value, &ch.Node); err != nil {
 				return err
 			}
@@ -647,22 +648,22 @@ func (c *Core) Changes(ctx context.Context, after int64) ([]Change, int64, error
 	return out, head, nil
 }
 
-// CreateTag implements Registry.
-func (c *Core) CreateTag(ctx context.Context, t Tag) (bool, error) {
+// CreateTag implements persist.Registry.
+func (c *Core) CreateTag(ctx context.Context, t persist.Tag) (bool, error) {
 	if t.Mode == "" {
 		return c.Create(ctx, t.Name, t.Step, t.Description)
 	}
-	if err := checkTag(t.Name); err != nil {
+	if err := persist.CheckTag(t.Name); err != nil {
 		return false, fmt.Errorf("create %q: %w", t.Name, err)
 	}
-	if err := checkStep(t.Step); err != nil {
+	if err := persist.CheckStep(t.Step); err != nil {
 		return false, fmt.Errorf("create %q: %w", t.Name, err)
 	}
-	if err := checkDescription(t.Description); err != nil {
+	if err := persist.CheckDescription(t.Description); err != nil {
 		return false, fmt.Errorf("create %q: %w", t.Name, err)
 	}
-	if len(t.Mode) > 16 || len(t.Layout) > MaxLayoutLen {
-		return false, fmt.Errorf("create %q: %w: mode or layout too long", t.Name, ErrInvalid)
+	if len(t.Mode) > 16 || len(t.Layout) > persist.MaxLayoutLen {
+		return false, fmt.Errorf("create %q: %w: mode or layout too long", t.Name, persist.ErrInvalid)
 	}
 	var created bool
 	err := c.clusterOp(ctx, "create", func(ctx context.Context) error {
@@ -681,21 +682,6 @@ func (c *Core) CreateTag(ctx context.Context, t Tag) (bool, error) {
 		})
 	})
 	return created, err
-}
-
-// CheckNode accepts what every backend's registry holds: a node id of 1
-// to MaxNodeIDLen bytes, an address and a version within their limits,
-// all valid UTF-8. The error wraps ErrInvalid.
-func CheckNode(n NodeInfo) error {
-	switch {
-	case n.ID == "" || len(n.ID) > MaxNodeIDLen || !utf8.ValidString(n.ID):
-		return fmt.Errorf("%w: node id %q", ErrInvalid, n.ID)
-	case len(n.Addr) > MaxAddrLen || !utf8.ValidString(n.Addr):
-		return fmt.Errorf("%w: address %q", ErrInvalid, n.Addr)
-	case len(n.Version) > MaxVersionLen || !utf8.ValidString(n.Version):
-		return fmt.Errorf("%w: version %q", ErrInvalid, n.Version)
-	}
-	return nil
 }
 
 // ClusterDDL is the registry's CREATE TABLE IF NOT EXISTS statements, for a

@@ -1,4 +1,4 @@
-package persist
+package sqlstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // errConflict is what testDialect retries, as a real dialect retries a
@@ -40,15 +42,15 @@ func TestDoRetries(t *testing.T) {
 		{"NotRetryable", []error{errOther}, time.Second, 1, []error{errOther}},
 		{"LostTransactionRunAgain", []error{errTxLost, errTxLost}, time.Second, 3, nil},
 		{"MissedCompareAndSetRunAgain", []error{errRowRaced, errBatchRaced}, time.Second, 3, nil},
-		{"SentinelNotRetried", []error{ErrNotFound}, time.Second, 1, []error{ErrNotFound}},
+		{"SentinelNotRetried", []error{persist.ErrNotFound}, time.Second, 1, []error{persist.ErrNotFound}},
 		{"RetriesPastMaxAttemptsWithinTheDeadline", repeat(errConflict, maxAttempts+2), time.Minute, maxAttempts + 3, nil},
-		{"AmbiguousNotRetried", []error{fmt.Errorf("%w: %w", ErrAmbiguous, errConflict)}, time.Minute, 1, []error{ErrAmbiguous}},
-		{"GivesUpAfterMaxAttemptsWithoutDeadline", repeat(errConflict, 20), 0, maxAttempts, []error{errConflict, ErrUnavailable}},
-		{"GivesUpAtDeadline", repeat(errConflict, 20), time.Millisecond, 1, []error{errConflict, ErrUnavailable}},
+		{"AmbiguousNotRetried", []error{fmt.Errorf("%w: %w", persist.ErrAmbiguous, errConflict)}, time.Minute, 1, []error{persist.ErrAmbiguous}},
+		{"GivesUpAfterMaxAttemptsWithoutDeadline", repeat(errConflict, 20), 0, maxAttempts, []error{errConflict, persist.ErrUnavailable}},
+		{"GivesUpAtDeadline", repeat(errConflict, 20), time.Millisecond, 1, []error{errConflict, persist.ErrUnavailable}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewCore(nil, testDialect(), Options{QueryTimeout: -1})
+			c := NewCore(nil, testDialect(), persist.Options{QueryTimeout: -1})
 			ctx, cancel := t.Context(), context.CancelFunc(func() {})
 			if tc.timeout > 0 {
 				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
@@ -86,13 +88,13 @@ func repeat(err error, n int) []error {
 }
 
 func TestUnavailableKeepsCause(t *testing.T) {
-	c := NewCore(nil, testDialect(), Options{})
+	c := NewCore(nil, testDialect(), persist.Options{})
 	cause := fmt.Errorf("dial: %w", context.DeadlineExceeded)
 	err := c.Wrap(cause)
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, persist.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wrap(%v) = %v", cause, err)
 	}
-	if err := c.Wrap(ErrNotFound); err != ErrNotFound {
+	if err := c.Wrap(persist.ErrNotFound); err != persist.ErrNotFound {
 		t.Fatalf("Wrap(ErrNotFound) = %v", err)
 	}
 }
@@ -116,9 +118,9 @@ func TestNumberedPlaceholders(t *testing.T) {
 func TestRebind(t *testing.T) {
 	d := testDialect()
 	d.IgnoreDuplicate = ` ON CONFLICT (biz_tag) DO NOTHING`
-	plain := NewCore(nil, d, Options{}).q
+	plain := NewCore(nil, d, persist.Options{}).q
 	d.Rebind = NumberedPlaceholders
-	rebound := NewCore(nil, d, Options{}).q
+	rebound := NewCore(nil, d, persist.Options{}).q
 	if rebound.ensureGuard != `INSERT INTO leaf_guard (biz_tag, high) VALUES ($1, $2) ON CONFLICT (biz_tag) DO NOTHING` {
 		t.Errorf("ensureGuard = %q", rebound.ensureGuard)
 	}

@@ -1,4 +1,4 @@
-package persist
+package sqlstore
 
 import (
 	"cmp"
@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // Group commit: TakeBatch takes the ranges of many tags in one transaction,
@@ -52,14 +54,14 @@ import (
 // and run again.
 var errBatchRaced = errors.New("persist: a row changed under a batch's lock")
 
-// TakeBatch implements Store.TakeBatch: at most MaxTakeBatch requests per
-// transaction. Invalid requests (a bad tag, a Create step outside
-// [1, MaxStep]) fail alone with ErrInvalid. When a transaction fails for
-// the database's sake (ErrUnavailable), each of its requests fails with
-// that error; when it fails otherwise, each request is taken again alone,
-// so a failure that one tag causes stays that tag's.
-func (c *Core) TakeBatch(ctx context.Context, reqs []TakeRequest) []TakeResult {
-	res := make([]TakeResult, len(reqs))
+// TakeBatch implements persist.Store.TakeBatch: at most MaxTakeBatch
+// requests per transaction. Invalid requests (a bad tag, a Create step
+// outside [1, MaxStep]) fail alone with ErrInvalid. When a transaction fails
+// for the database's sake (ErrUnavailable), each of its requests fails with
+// that error; when it fails otherwise, each request is taken again alone, so
+// a failure that one tag causes stays that tag's.
+func (c *Core) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
+	res := make([]persist.TakeResult, len(reqs))
 	todo := make([]int, 0, len(reqs))
 	for i, q := range reqs {
 		if err := checkRequest(q); err != nil {
@@ -69,19 +71,19 @@ func (c *Core) TakeBatch(ctx context.Context, reqs []TakeRequest) []TakeResult {
 		todo = append(todo, i)
 	}
 	for len(todo) > 0 {
-		n := min(len(todo), MaxTakeBatch)
+		n := min(len(todo), persist.MaxTakeBatch)
 		c.takeChunk(ctx, reqs, todo[:n], res)
 		todo = todo[n:]
 	}
 	return res
 }
 
-func checkRequest(q TakeRequest) error {
-	if err := checkTag(q.Tag); err != nil {
+func checkRequest(q persist.TakeRequest) error {
+	if err := persist.CheckTag(q.Tag); err != nil {
 		return err
 	}
 	if q.Create != 0 {
-		return checkStep(q.Create)
+		return persist.CheckStep(q.Create)
 	}
 	return nil
 }
@@ -106,9 +108,9 @@ type batchTag struct {
 
 // takeChunk takes the requests reqs[i], i in idx, in one transaction and
 // puts their results in res.
-func (c *Core) takeChunk(ctx context.Context, reqs []TakeRequest, idx []int, res []TakeResult) {
+func (c *Core) takeChunk(ctx context.Context, reqs []persist.TakeRequest, idx []int, res []persist.TakeResult) {
 	tags, creates := groupTags(reqs, idx)
-	out := make([]TakeResult, len(idx))
+	out := make([]persist.TakeResult, len(idx))
 	op, tag := "take", reqs[idx[0]].Tag
 	if len(idx) > 1 {
 		op, tag = fmt.Sprintf("take of %d tags", len(idx)), ""
@@ -160,7 +162,7 @@ func (c *Core) takeChunk(ctx context.Context, reqs []TakeRequest, idx []int, res
 		}
 	case len(idx) == 1:
 		res[idx[0]].Err = err // named by do
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrClosed):
+	case errors.Is(err, persist.ErrUnavailable), errors.Is(err, persist.ErrAmbiguous), errors.Is(err, persist.ErrClosed):
 		// The database failed, not a tag: every request fails. An
 		// ambiguous commit serves none of its ranges; the next Take reads
 		// max_id anew and starts above them if they were taken.
@@ -177,7 +179,7 @@ func (c *Core) takeChunk(ctx context.Context, reqs []TakeRequest, idx []int, res
 
 // groupTags groups the requests by tag, sorted by name, and reports
 // whether any asks to create its row.
-func groupTags(reqs []TakeRequest, idx []int) (tags []*batchTag, creates bool) {
+func groupTags(reqs []persist.TakeRequest, idx []int) (tags []*batchTag, creates bool) {
 	byName := make(map[string]*batchTag, len(idx))
 	for k, i := range idx {
 		name := reqs[i].Tag
@@ -199,7 +201,7 @@ func groupTags(reqs []TakeRequest, idx []int) (tags []*batchTag, creates bool) {
 
 // createIn inserts, with one INSERT, the rows that requests ask to create
 // and that are missing, and marks the tags whose row it created.
-func (c *Core) createIn(ctx context.Context, tx *sql.Tx, reqs []TakeRequest, idx []int, tags []*batchTag) error {
+func (c *Core) createIn(ctx context.Context, tx *sql.Tx, reqs []persist.TakeRequest, idx []int, tags []*batchTag) error {
 	var asked []*batchTag
 	for _, bt := range tags {
 		if bt.creator >= 0 && !bt.created {
@@ -250,7 +252,7 @@ func (c *Core) createIn(ctx context.Context, tx *sql.Tx, reqs []TakeRequest, idx
 
 // batchIn is one attempt at taking the requests of tags, whose rows
 // exist when asked to be created; out[k] answers reqs[idx[k]].
-func (c *Core) batchIn(ctx context.Context, tx *sql.Tx, reqs []TakeRequest, idx []int, tags []*batchTag, out []TakeResult) error {
+func (c *Core) batchIn(ctx context.Context, tx *sql.Tx, reqs []persist.TakeRequest, idx []int, tags []*batchTag, out []persist.TakeResult) error {
 	for _, bt := range tags {
 		bt.present, bt.found, bt.taken, bt.high = false, false, false, noGuard
 	}
@@ -274,7 +276,7 @@ func (c *Core) batchIn(ctx context.Context, tx *sql.Tx, reqs []TakeRequest, idx 
 		default:
 			// No row when it was read: missing then, which is the answer.
 			for _, k := range bt.reqs {
-				out[k].Err = ErrNotFound
+				out[k].Err = persist.ErrNotFound
 			}
 		}
 	}
@@ -303,7 +305,7 @@ func (c *Core) batchIn(ctx context.Context, tx *sql.Tx, reqs []TakeRequest, idx 
 
 // eachIn takes the requests of tags with Take's statements, a tag at a
 // time; where names fold, it first creates the rows asked for, as Create.
-func (c *Core) eachIn(ctx context.Context, tx *sql.Tx, reqs []TakeRequest, idx []int, tags []*batchTag, out []TakeResult) error {
+func (c *Core) eachIn(ctx context.Context, tx *sql.Tx, reqs []persist.TakeRequest, idx []int, tags []*batchTag, out []persist.TakeResult) error {
 	for _, bt := range tags {
 		if c.folds && bt.creator >= 0 && !bt.created {
 			n, err := affected(ctx, tx, c.q.insertIfAbsent, bt.name, reqs[idx[bt.creator]].Create, "")
@@ -409,7 +411,7 @@ func (c *Core) readRows(ctx context.Context, tx *sql.Tx, table, cols string, tag
 
 // mayTake reports whether a request of bt can get a range from its row as
 // read, before the guard: the tags that need a guard row.
-func (bt *batchTag) mayTake(reqs []TakeRequest, idx []int) bool {
+func (bt *batchTag) mayTake(reqs []persist.TakeRequest, idx []int) bool {
 	for _, k := range bt.reqs {
 		s := reqs[idx[k]].Size
 		if s <= 0 {
@@ -474,28 +476,28 @@ func (c *Core) lockGuards(ctx context.Context, tx *sql.Tx, tags []*batchTag) (ok
 // compute gives bt's requests their ranges, in the order asked, from the
 // row and guard as read: what Take's statements would give, one request
 // after the other.
-func (bt *batchTag) compute(reqs []TakeRequest, idx []int, out []TakeResult) {
+func (bt *batchTag) compute(reqs []persist.TakeRequest, idx []int, out []persist.TakeResult) {
 	cur, high := bt.maxID, bt.high
 	for _, k := range bt.reqs {
 		s := reqs[idx[k]].Size
 		if s <= 0 {
 			if bt.step <= 0 {
-				out[k].Err = fmt.Errorf("%w: the row's step is %d", ErrInvalid, bt.step)
+				out[k].Err = fmt.Errorf("%w: the row's step is %d", persist.ErrInvalid, bt.step)
 				continue
 			}
 			s = bt.step
 		}
 		if cur > math.MaxInt64-s {
-			out[k].Err = fmt.Errorf("%w: max_id is %d", ErrOverflow, cur)
+			out[k].Err = fmt.Errorf("%w: max_id is %d", persist.ErrOverflow, cur)
 			continue
 		}
-		r := Range{Start: cur, End: cur + s, Step: bt.step}
+		r := persist.Range{Start: cur, End: cur + s, Step: bt.step}
 		if high > r.Start {
 			if high > math.MaxInt64-s {
-				out[k].Err = fmt.Errorf("%w: the guard is at %d, max_id at %d", ErrOverflow, high, r.End)
+				out[k].Err = fmt.Errorf("%w: the guard is at %d, max_id at %d", persist.ErrOverflow, high, r.End)
 				continue
 			}
-			r = Range{Start: high, End: high + s, Step: bt.step, Repaired: true, Answered: cur}
+			r = persist.Range{Start: high, End: high + s, Step: bt.step, Repaired: true, Answered: cur}
 		}
 		out[k].Range = r
 		cur, bt.end, bt.taken = r.End, r.End, true

@@ -1,32 +1,34 @@
-package persist
+package sqlstore
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/leaf-id/leaf/persist"
 )
 
 // The cluster registry of a Deferred store: each call opens the database
 // first, as the Store methods do. A backend without a registry answers
 // ErrNoCluster.
 
-var _ Registry = (*Deferred)(nil)
+var _ persist.Registry = (*Deferred)(nil)
 
 // registry returns the opened backend's Registry.
-func (d *Deferred) registry(ctx context.Context) (Registry, error) {
+func (d *Deferred) registry(ctx context.Context) (persist.Registry, error) {
 	m, err := d.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, ok := m.(Registry)
+	r, ok := m.(persist.Registry)
 	if !ok {
-		return nil, fmt.Errorf("%s: %w", d.name, ErrNoCluster)
+		return nil, fmt.Errorf("%s: %w", d.name, persist.ErrNoCluster)
 	}
 	return r, nil
 }
 
-// Join implements Registry.
-func (d *Deferred) Join(ctx context.Context, n NodeInfo, ttl time.Duration) (int64, error) {
+// Join implements persist.Registry.
+func (d *Deferred) Join(ctx context.Context, n persist.NodeInfo, ttl time.Duration) (int64, error) {
 	r, err := d.registry(ctx)
 	if err != nil {
 		return 0, err
@@ -34,8 +36,8 @@ func (d *Deferred) Join(ctx context.Context, n NodeInfo, ttl time.Duration) (int
 	return r.Join(ctx, n, ttl)
 }
 
-// Renew implements Registry.
-func (d *Deferred) Renew(ctx context.Context, rn Renewal) error {
+// Renew implements persist.Registry.
+func (d *Deferred) Renew(ctx context.Context, rn persist.Renewal) error {
 	r, err := d.registry(ctx)
 	if err != nil {
 		return err
@@ -43,7 +45,7 @@ func (d *Deferred) Renew(ctx context.Context, rn Renewal) error {
 	return r.Renew(ctx, rn)
 }
 
-// Leave implements Registry.
+// Leave implements persist.Registry.
 func (d *Deferred) Leave(ctx context.Context, node string, worker int, bound int64) error {
 	r, err := d.registry(ctx)
 	if err != nil {
@@ -52,7 +54,7 @@ func (d *Deferred) Leave(ctx context.Context, node string, worker int, bound int
 	return r.Leave(ctx, node, worker, bound)
 }
 
-// GiveBackAfter implements Registry.
+// GiveBackAfter implements persist.Registry.
 func (d *Deferred) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
 	r, err := d.registry(ctx)
 	if err != nil {
@@ -61,8 +63,8 @@ func (d *Deferred) GiveBackAfter(ctx context.Context, tag string, from, to, seen
 	return r.GiveBackAfter(ctx, tag, from, to, seen)
 }
 
-// Nodes implements Registry.
-func (d *Deferred) Nodes(ctx context.Context) ([]Node, error) {
+// Nodes implements persist.Registry.
+func (d *Deferred) Nodes(ctx context.Context) ([]persist.Node, error) {
 	r, err := d.registry(ctx)
 	if err != nil {
 		return nil, err
@@ -70,17 +72,17 @@ func (d *Deferred) Nodes(ctx context.Context) ([]Node, error) {
 	return r.Nodes(ctx)
 }
 
-// LeaseWorker implements Registry.
-func (d *Deferred) LeaseWorker(ctx context.Context, wr WorkerRequest) (Worker, error) {
+// LeaseWorker implements persist.Registry.
+func (d *Deferred) LeaseWorker(ctx context.Context, wr persist.WorkerRequest) (persist.Worker, error) {
 	r, err := d.registry(ctx)
 	if err != nil {
-		return Worker{}, err
+		return persist.Worker{}, err
 	}
 	return r.LeaseWorker(ctx, wr)
 }
 
-// Publish implements Registry.
-func (d *Deferred) Publish(ctx context.Context, c Change) (int64, error) {
+// Publish implements persist.Registry.
+func (d *Deferred) Publish(ctx context.Context, c persist.Change) (int64, error) {
 	r, err := d.registry(ctx)
 	if err != nil {
 		return 0, err
@@ -88,8 +90,8 @@ func (d *Deferred) Publish(ctx context.Context, c Change) (int64, error) {
 	return r.Publish(ctx, c)
 }
 
-// Changes implements Registry.
-func (d *Deferred) Changes(ctx context.Context, after int64) ([]Change, int64, error) {
+// Changes implements persist.Registry.
+func (d *Deferred) Changes(ctx context.Context, after int64) ([]persist.Change, int64, error) {
 	r, err := d.registry(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -97,8 +99,8 @@ func (d *Deferred) Changes(ctx context.Context, after int64) ([]Change, int64, e
 	return r.Changes(ctx, after)
 }
 
-// CreateTag implements Registry.
-func (d *Deferred) CreateTag(ctx context.Context, t Tag) (bool, error) {
+// CreateTag implements persist.Registry.
+func (d *Deferred) CreateTag(ctx context.Context, t persist.Tag) (bool, error) {
 	r, err := d.registry(ctx)
 	if err != nil {
 		return false, err
