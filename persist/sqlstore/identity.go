@@ -28,7 +28,7 @@ func (c *Core) initStoreID(ctx context.Context, create bool) error {
 	ctx, cancel := c.Deadline(ctx)
 	defer cancel()
 	if create && !c.readOnly {
-		if _, err := c.db.ExecContext(ctx, storeDDL); err != nil && !c.denied(err) {
+		if err := c.createTable(ctx, storeDDL, readStoreID); err != nil && !c.denied(err) {
 			return fmt.Errorf("create table leaf_store: %w", c.Wrap(err))
 		}
 	}
@@ -51,6 +51,13 @@ func (c *Core) initStoreID(ctx context.Context, create bool) error {
 		case c.denied(err) || (c.d.ReadOnly != nil && c.d.ReadOnly(err)):
 			c.identity = true // readable: shown as it is, "" until a server may write it
 			return nil
+		case c.d.Retryable != nil && c.d.Retryable(err):
+			// Another server wrote it at the same time (PostgreSQL under
+			// SERIALIZABLE fails the second insert): read theirs.
+			if again, rerr := c.readStoreID(ctx); rerr == nil && again != "" {
+				c.identity = true
+				return nil
+			}
 		}
 		return fmt.Errorf("write the store's identity into leaf_store: %w", c.Wrap(err))
 	case c.d.NoTable(err) || c.denied(err):

@@ -65,7 +65,7 @@ func (c *Core) initAlloc(ctx context.Context, create bool) (created bool, err er
 	noCreate := "schema creation is off" // why leaf_guard is not created
 	if create {
 		noCreate = ""
-		if _, err := c.db.ExecContext(ctx, c.d.CreateTable); err != nil {
+		if err := c.createTable(ctx, c.d.CreateTable, c.q.checkAlloc); err != nil {
 			if !c.denied(err) {
 				return false, fmt.Errorf("create table leaf_alloc: %w", c.Wrap(err))
 			}
@@ -141,7 +141,7 @@ func (c *Core) initGuard(ctx context.Context, noCreate string) (string, error) {
 	ddl := c.d.GuardDDL(ctx, c.db)
 	var denied error
 	if noCreate == "" {
-		if _, err := c.db.ExecContext(ctx, ddl); err != nil {
+		if err := c.createTable(ctx, ddl, c.q.checkGuard); err != nil {
 			if !c.denied(err) {
 				return noCreate, fmt.Errorf("create table leaf_guard: %w", c.Wrap(err))
 			}
@@ -186,6 +186,23 @@ func (c *Core) warnGuardDenied(ddl, grant string, err error) {
 	c.log.Warn("persist: table leaf_guard is missing or this user may not read and write it, so the persistent guard is off: "+
 		guardOffCost+"; create the table if it is missing, and grant the privileges, to turn the guard on",
 		"backend", c.d.Name, "sql", oneLine(ddl), "grant", grant, "err", err)
+}
+
+// createTable runs ddl, a CREATE TABLE IF NOT EXISTS. PostgreSQL fails
+// one of two such statements that run at once on a table that did not
+// exist (a unique violation on its catalogue, 23505, or 42710): servers
+// starting together on a fresh database. A failure after which the table
+// is there (check, a SELECT of its columns, answers) is that race, and no
+// error.
+func (c *Core) createTable(ctx context.Context, ddl, check string) error {
+	_, err := c.db.ExecContext(ctx, ddl)
+	if err == nil || c.denied(err) {
+		return err
+	}
+	if c.checkTable(ctx, check) == nil {
+		return nil
+	}
+	return err
 }
 
 // checkTable runs query (a SELECT of the columns leaf needs, matching no
