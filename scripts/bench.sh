@@ -169,7 +169,7 @@ for procs in ${LEAF_GOMAXPROCS:-default}; do
 		>"$work/$name/log" 2>&1 &
 	pids+=("$!")
 	spid[$name]=$!
-	wait_log "$work/$name/log" 'msg=serving addr=' 30 || { cat "$work/$name/log" >&2; exit 1; }
+	wait_log "$work/$name/log" 'msg=serving addr=' 30 "${spid[$name]}" || { cat "$work/$name/log" >&2; exit 1; }
 	port[$name]=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/$name/log" | head -1)
 	[ -n "${port[$name]}" ] || { cat "$work/$name/log" >&2; exit 1; }
 	key[$name]=bench

@@ -38,11 +38,17 @@ need_pkgs() {
 	apt_install "$@"
 }
 
-# wait_log FILE PATTERN SECONDS: wait until FILE has a line matching PATTERN.
+# wait_log FILE PATTERN SECONDS [PID]: wait until FILE has a line matching
+# PATTERN; give up at once when the process PID (if given) has exited.
 wait_log() {
-	local file=$1 pattern=$2 secs=$3 i
+	local file=$1 pattern=$2 secs=$3 pid=${4:-} i
 	for ((i = 0; i < secs * 10; i++)); do
 		grep -q -- "$pattern" "$file" 2>/dev/null && return 0
+		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+			echo "the process $pid exited before '$pattern' appeared in $file; it holds:" >&2
+			tail -n 40 "$file" >&2 2>/dev/null || true
+			return 1
+		fi
 		sleep 0.1
 	done
 	echo "timed out waiting for '$pattern' in $file; it holds:" >&2

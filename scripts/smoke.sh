@@ -21,10 +21,18 @@ CGO_ENABLED=0 go build -o "$work/leaf" .
 
 start() {
 	: >"$work/log"
-	(cd "$work" && exec ./leaf --server.addr=127.0.0.1:0 --store.dsn="$work/leaf.db" --store.create_database) >"$work/log" 2>&1 &
+	# As a user starts it: without the LEAF_TEST_* variables of the test
+	# run, which leaf would refuse as settings it does not have.
+	(
+		cd "$work"
+		for v in $(compgen -e); do
+			case $v in LEAF_TEST_*) unset "$v" ;; esac
+		done
+		exec ./leaf --server.addr=127.0.0.1:0 --store.dsn="$work/leaf.db" --store.create_database
+	) >"$work/log" 2>&1 &
 	pid=$!
 	# A safety net, not a measure: a shared machine may be slow to start it.
-	wait_log "$work/log" 'msg=serving' 90
+	wait_log "$work/log" 'msg=serving' 90 "$pid"
 	port=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/log" | head -1)
 	[ -n "$port" ] || { cat "$work/log" >&2; exit 1; }
 }
