@@ -199,6 +199,7 @@ func startIDClient(t *testing.T, bin, dir string, i int, seed uint64) *idClient 
 	c.cmd = exec.Command(bin, "-tag", cpTag, "-goroutines", strconv.Itoa(cpGoroutines), "-min-lease", "1",
 		"-max-lease", strconv.Itoa(cpMaxLease), "-lease-duration", "2ms",
 		"-seed", strconv.FormatUint(seed+uint64(i), 10), "-out", c.out)
+	c.cmd.Env = append(os.Environ(), goraceEnv())
 	c.cmd.Stderr = &c.stderr
 	in, err := c.cmd.StdinPipe()
 	if err != nil {

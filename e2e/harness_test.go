@@ -91,11 +91,27 @@ func leafCmd(dir string, env ...string) *exec.Cmd {
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
+		goraceEnv(),
 		"LEAF_SERVER_ADDR=127.0.0.1:0",
 		"LEAF_LOG_FORMAT=text",
 		"LEAF_LOG_LEVEL=debug",
 	}, env...)
 	return cmd
+}
+
+// goraceEnv is the GORACE setting of the race-built programs the tests
+// run (leaf, testdata/idclient): the race runtime's atexit_sleep_ms,
+// 1000 by default, holds every clean exit a second for reports of
+// goroutines still running after main returned, and the tests wait for
+// hundreds of exits. A race found before the exit is still reported and
+// still fails the exit (code 66). The caller's GORACE is kept, and an
+// atexit_sleep_ms in it wins.
+func goraceEnv() string {
+	gorace := os.Getenv("GORACE")
+	if !strings.Contains(gorace, "atexit_sleep_ms") {
+		gorace = strings.TrimSpace(gorace + " atexit_sleep_ms=0")
+	}
+	return "GORACE=" + gorace
 }
 
 // runLeafToExit runs the binary as startLeaf does and expects it to stop

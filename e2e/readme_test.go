@@ -176,7 +176,7 @@ func TestReadmeSession(t *testing.T) {
 			var cmd *exec.Cmd
 			if s.leaf {
 				cmd = exec.CommandContext(ctx, leafBin, s.args...)
-				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), goraceEnv()}
 			} else {
 				if port == "" {
 					srv := startLeaf(t, dir)
