@@ -46,6 +46,7 @@ var cpEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=50", "LEAF_SEGMENT_MAX_STEP=400"
 // what the generator holds (at most two leases), then fails within its
 // deadline; once they are back, Next serves again, above every ID before.
 func TestClientProcesses(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "idclient")
 	build := exec.Command("go", "build", "-race", "-o", bin, "./testdata/idclient")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -35,6 +35,7 @@ import (
 //     the IDs it reserved (an ERR reply, and guard_trips), and the first ID
 //     served again is above every earlier one.
 func TestDeletedRow(t *testing.T) {
+	t.Parallel()
 	backends := []struct {
 		name string
 		open func(t *testing.T, dir string) store
@@ -78,6 +79,7 @@ func TestDeletedRow(t *testing.T) {
 				continue
 			}
 			t.Run(be.name+"/"+v.name, func(t *testing.T) {
+				t.Parallel() // a store of its own
 				const tag = "deleted"
 				dir := t.TempDir()
 				st := be.open(t, dir)
@@ -256,6 +258,7 @@ func servesAboveAfterRefusals(t *testing.T, c *redis.Client, tag string, last, h
 // reached, or refuses the password; where the DSN is named, it is in
 // leaf's one redacted form (REDACTED, never a driver's own mask).
 func TestPasswordNotLogged(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-Pa55word"
 	backends := []struct {
 		name, driver string
@@ -292,6 +295,7 @@ func TestPasswordNotLogged(t *testing.T) {
 	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel() // a database of its own
 			dsn, password, addr := be.dsn(t)
 			env := func(dsn string) []string { return []string{"LEAF_STORE_DRIVER=" + be.driver, "LEAF_STORE_DSN=" + dsn} }
 			t.Run("Reachable", func(t *testing.T) {

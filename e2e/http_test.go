@@ -75,6 +75,7 @@ func metricValue(t *testing.T, body, series string) float64 {
 // with traffic, the Leaf API and INCR sharing one tag without a repeat, the
 // status page, pprof; then a clean SIGTERM.
 func TestHTTPProcess(t *testing.T) {
+	t.Parallel()
 	p := startLeaf(t, t.TempDir(),
 		"LEAF_HTTP_ADDR=127.0.0.1:0",
 		"LEAF_HTTP_PPROF=true",
@@ -170,6 +171,7 @@ func TestHTTPProcess(t *testing.T) {
 
 // TestHTTPOff: without http.addr there is no HTTP listener.
 func TestHTTPOff(t *testing.T) {
+	t.Parallel()
 	p := startLeaf(t, t.TempDir())
 	redistest.Incr(t, p.client(t), "x")
 	if strings.Contains(p.Log(), "serving http") {

@@ -64,6 +64,7 @@ var nemesisEnv = []string{
 var nemesisStores = append([]namedStore{{"SQLite", sqliteStore}}, floorStores...)
 
 func TestNemesis(t *testing.T) {
+	t.Parallel()
 	forEachStoreOf(t, nemesisStores, func(t *testing.T, dir string, env []string) {
 		runNemesis(t, dir, append(env, nemesisEnv...))
 	})
