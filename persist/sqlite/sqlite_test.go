@@ -279,6 +279,16 @@ func TestSQLiteLockedTimesOut(t *testing.T) {
 	if _, err := s.Create(t.Context(), "t", 10, ""); err != nil {
 		t.Fatal(err)
 	}
+	// The handle that meets the lock: a query timeout of a second, which
+	// is all the test waits; its Open's queries have the context's
+	// deadline instead, long enough for a busy machine.
+	openCtx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	locked, err := sqlite.Open(openCtx, path, persist.Options{BusyTimeout: 5 * time.Minute, QueryTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locked.Close()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +302,7 @@ func TestSQLiteLockedTimesOut(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Take(t.Context(), "t", 0)
+	_, err = locked.Take(t.Context(), "t", 0)
 	if !errors.Is(err, persist.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		// DeadlineExceeded is the query timeout's: the lock's own wait
 		// (busy_timeout, innodb_lock_wait_timeout) ends with another error.
