@@ -201,7 +201,7 @@ func TestSQLiteProcesses(t *testing.T) {
 	for i := range procs {
 		wg.Go(func() {
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSQLiteProcesses$", "-test.count=1")
-			cmd.Env = append(os.Environ(), envChild+"="+path)
+			cmd.Env = append(os.Environ(), envChild+"="+path, quickRaceExit())
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -245,6 +245,18 @@ func TestSQLiteProcesses(t *testing.T) {
 }
 
 const childTakes = 300
+
+// quickRaceExit is GORACE for the processes TestSQLiteProcesses starts:
+// the race runtime holds a clean exit a second (atexit_sleep_ms) for
+// reports of goroutines that outlive main; a race found before the exit
+// still fails it. An atexit_sleep_ms of the caller's GORACE wins.
+func quickRaceExit() string {
+	gorace := os.Getenv("GORACE")
+	if !strings.Contains(gorace, "atexit_sleep_ms") {
+		gorace = strings.TrimSpace(gorace + " atexit_sleep_ms=0")
+	}
+	return "GORACE=" + gorace
+}
 
 func sqliteChild(t *testing.T, path string) {
 	s, err := sqlite.Open(t.Context(), path, persist.Options{BusyTimeout: 30 * time.Second, QueryTimeout: 30 * time.Second})
