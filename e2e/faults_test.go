@@ -83,7 +83,10 @@ func TestDeletedRow(t *testing.T) {
 				const tag = "deleted"
 				dir := t.TempDir()
 				st := be.open(t, dir)
-				env := append([]string{"LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100", "LEAF_LOG_LEVEL=info"}, st.env...)
+				// Segments of 100, each a load: on a busy machine one may
+				// take longer than the 2 s default load_timeout.
+				env := append([]string{"LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100", "LEAF_SEGMENT_LOAD_TIMEOUT=1m",
+					"LEAF_LOG_LEVEL=info"}, st.env...)
 				if !v.guardTable {
 					// A Leaf database where leaf may not create tables.
 					st.exec(t, be.leafDDL)

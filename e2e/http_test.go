@@ -81,6 +81,9 @@ func TestHTTPProcess(t *testing.T) {
 		"LEAF_HTTP_PPROF=true",
 		"LEAF_SEGMENT_DEFAULT_STEP=10",
 		"LEAF_SEGMENT_MAX_STEP=10", // small segments: many switches and loads
+		// Eight clients wait on those loads, SQLite's synced writes: on
+		// a busy machine one may take longer than the 2 s default.
+		"LEAF_SEGMENT_LOAD_TIMEOUT=1m",
 	)
 	base := p.httpBase(t)
 	c := p.client(t)
