@@ -21,6 +21,7 @@ import (
 // store_ambiguous), and once the database answers again goes on above the
 // lost range: no ID of it is ever served.
 func TestAmbiguousCommit(t *testing.T) {
+	t.Parallel()
 	const tag = "lost"
 	st := postgresStore(t)
 	dsn := strings.TrimPrefix(st.env[1], "LEAF_STORE_DSN=")

@@ -49,6 +49,7 @@ var chaosEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=20", "LEAF_SEGMENT_MAX_STEP=2
 // TestChaos runs the chaos on one MariaDB database and on one SQLite file
 // shared by the three processes.
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	forEachSharedStore(t, func(t *testing.T, dir string, env []string) {
 		runChaos(t, dir, append(env, chaosEnv...), nil)
 	})

@@ -21,7 +21,7 @@ func leafCLI(t *testing.T, dir string, args ...string) (stdout, stderr string, c
 	t.Helper()
 	cmd := exec.Command(leafBin, args...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), goraceEnv()}
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -42,6 +42,7 @@ func leafCLI(t *testing.T, dir string, args ...string) (stdout, stderr string, c
 // (data/leaf.db in the working directory), and a server started there
 // continues above a floor the CLI raised.
 func TestCLIBinary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := []struct {
 		name       string
@@ -86,6 +87,7 @@ func TestCLIBinary(t *testing.T) {
 
 // TestAdminPasswordProcess: server.admin_password reaches the server.
 func TestAdminPasswordProcess(t *testing.T) {
+	t.Parallel()
 	p := startLeaf(t, t.TempDir(), "LEAF_SERVER_ADMIN_PASSWORD=adm1n")
 	ctx := context.Background()
 	c := p.client(t)

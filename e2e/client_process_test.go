@@ -46,6 +46,7 @@ var cpEnv = []string{"LEAF_SEGMENT_DEFAULT_STEP=50", "LEAF_SEGMENT_MAX_STEP=400"
 // what the generator holds (at most two leases), then fails within its
 // deadline; once they are back, Next serves again, above every ID before.
 func TestClientProcesses(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "idclient")
 	build := exec.Command("go", "build", "-race", "-o", bin, "./testdata/idclient")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -199,6 +200,7 @@ func startIDClient(t *testing.T, bin, dir string, i int, seed uint64) *idClient 
 	c.cmd = exec.Command(bin, "-tag", cpTag, "-goroutines", strconv.Itoa(cpGoroutines), "-min-lease", "1",
 		"-max-lease", strconv.Itoa(cpMaxLease), "-lease-duration", "2ms",
 		"-seed", strconv.FormatUint(seed+uint64(i), 10), "-out", c.out)
+	c.cmd.Env = append(os.Environ(), goraceEnv())
 	c.cmd.Stderr = &c.stderr
 	in, err := c.cmd.StdinPipe()
 	if err != nil {

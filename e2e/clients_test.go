@@ -67,8 +67,10 @@ var (
 )
 
 func TestOtherLanguageClients(t *testing.T) {
+	t.Parallel()
 	for _, lc := range langClients() {
 		t.Run(lc.name, func(t *testing.T) {
+			t.Parallel() // a leaf and a redis-server of its own
 			if err := clientCmd(context.Background(), lc.env, lc.probe...).Run(); err != nil {
 				how := lc.name + " is not installed: install " + lc.needed
 				if os.Getenv("CI") == "true" {

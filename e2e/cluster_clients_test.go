@@ -231,6 +231,8 @@ func agreedSlots(t *testing.T, procs []*proc, want int) []string {
 }
 
 func TestClusterAndSentinelClients(t *testing.T) {
+	// Not parallel (see harness_test.go): a live server late by the node
+	// timeout (3s) would leave the slot map.
 	env, reload := clusterClientEnv()
 	dir := t.TempDir()
 	var procs []*proc

@@ -48,6 +48,7 @@ func liveNodes(t *testing.T, c *redis.Client) map[string]map[string]any {
 // confirm: the floor's error names it, and it applies the floor once it
 // runs again.
 func TestFloorsEverywhere(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, dir string, env []string) {
 		env = append(env, clusterEnv...)
 		var procs []*proc
@@ -171,6 +172,7 @@ var snowflakeChaosEnv = []string{
 // clients take IDs) on Snowflake tags: no ID twice, each connection's and
 // each process life's increasing.
 func TestSnowflakeChaos(t *testing.T) {
+	t.Parallel()
 	forEachSharedStore(t, func(t *testing.T, dir string, env []string) {
 		env = append(env, snowflakeChaosEnv...)
 		p := startLeaf(t, dir, env...)
@@ -190,6 +192,8 @@ func TestSnowflakeChaos(t *testing.T) {
 // lapses, then TRYAGAIN for both; once the store answers it serves again,
 // repeating nothing.
 func TestSnowflakeStopsOnPausedStore(t *testing.T) {
+	// Not parallel (see harness_test.go): the server must keep a lease of
+	// two seconds but while the store is paused (one lapse, no more).
 	db := ownMariaDB(t)
 	p := startLeaf(t, t.TempDir(), "LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN="+db.dsn,
 		"LEAF_CLUSTER_HEARTBEAT=200ms", "LEAF_CLUSTER_LEASE=2s", "LEAF_SEGMENT_LOAD_TIMEOUT=1s", "LEAF_LOG_LEVEL=info")
@@ -259,6 +263,7 @@ func TestSnowflakeStopsOnPausedStore(t *testing.T) {
 // TestSnowflakeWorkersRunOut: with 2 worker ids for 3 servers, the third
 // answers a clear TRYAGAIN; when a holder stops, it takes the id.
 func TestSnowflakeWorkersRunOut(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := append(sqliteStore(t, dir).env, "LEAF_CLUSTER_HEARTBEAT=100ms",
 		"LEAF_CLUSTER_SNOWFLAKE_TIME_BITS=50", "LEAF_CLUSTER_SNOWFLAKE_WORKER_BITS=1", "LEAF_LOG_LEVEL=info")
@@ -302,6 +307,7 @@ func TestSnowflakeWorkersRunOut(t *testing.T) {
 // TestSnowflakeLayoutRunningOut: a layout with less than a year left is
 // refused at start, naming the keys.
 func TestSnowflakeLayoutRunningOut(t *testing.T) {
+	t.Parallel()
 	epoch := time.Now().Add(-300 * 24 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
 	code, stderr := runLeafToExit(t, t.TempDir(), "LEAF_CLUSTER_SNOWFLAKE_EPOCH="+epoch,
 		"LEAF_CLUSTER_SNOWFLAKE_TIME_BITS=35", "LEAF_CLUSTER_SNOWFLAKE_SEQUENCE_BITS=18") // 2^35 ms: 398 days

@@ -15,6 +15,7 @@ import (
 // the defaults of the packages that use the values (segment.DefaultOptions,
 // server.Default*) are equal, key by key.
 func TestDefaultsAgree(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(moduleRoot, "leaf.yaml")
 	file, err := config.Load([]string{"--config=" + path}, nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // API build on persist's interface alone; only the backends (and main,
 // which wires them) link a database driver.
 func TestAllocatorLinksNoDriver(t *testing.T) {
+	t.Parallel()
 	drivers := []string{
 		"modernc.org/sqlite",
 		"github.com/go-sql-driver/mysql",
@@ -50,6 +51,7 @@ func TestContractLinksNoDatabaseSQL(t *testing.T) {
 // TestConfigImportsNothingOfLeaf: config reads and checks the settings
 // without depending on the packages it configures.
 func TestConfigImportsNothingOfLeaf(t *testing.T) {
+	t.Parallel()
 	const self = "github.com/leaf-id/leaf/config"
 	for _, dep := range goListDeps(t, "./config") {
 		if dep != self && strings.HasPrefix(dep, "github.com/leaf-id/leaf/") {

@@ -72,6 +72,7 @@ func checkDurability(t *testing.T, env []string, want durabilityWant) {
 // asynchronously (scripts/postgres.sh replica): a failover to the standby
 // can lose the last ranges taken, and leaf says so at start.
 func TestDurabilityAsyncPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := postgrestest.NewDatabase(t, postgrestest.AsyncPrimary(t))
 	checkDurability(t, []string{"LEAF_STORE_DRIVER=postgres", "LEAF_STORE_DSN=" + dsn}, durabilityWant{
 		kind: "postgres_streaming", durability: "unsafe", members: "2",
@@ -81,6 +82,7 @@ func TestDurabilityAsyncPostgres(t *testing.T) {
 
 // Patroni with synchronous_mode, through the DSN of every node: safe.
 func TestDurabilityPatroni(t *testing.T) {
+	t.Parallel()
 	dsn := postgrestest.NewDatabase(t, postgrestest.Patroni(t))
 	checkDurability(t, []string{"LEAF_STORE_DRIVER=postgres", "LEAF_STORE_DSN=" + dsn}, durabilityWant{
 		kind: "postgres_streaming", durability: "safe", members: "3",
@@ -90,6 +92,7 @@ func TestDurabilityPatroni(t *testing.T) {
 
 // A three-node Galera cluster through HAProxy: safe.
 func TestDurabilityGalera(t *testing.T) {
+	t.Parallel()
 	checkDurability(t, []string{"LEAF_STORE_DRIVER=mysql", "LEAF_STORE_DSN=" + mysqltest.GaleraDSN(t)}, durabilityWant{
 		kind: "galera", durability: "safe", members: "3", state: "Primary",
 		reason: "every commit is certified by the 3 nodes of the Galera cluster",
@@ -99,6 +102,7 @@ func TestDurabilityGalera(t *testing.T) {
 // A single MariaDB, a single PostgreSQL, and the default SQLite file: one
 // server each, safe.
 func TestDurabilitySingle(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
 		checkDurability(t, nil, durabilityWant{kind: "single", durability: "safe", members: "1", reason: "one SQLite file"})
 	})

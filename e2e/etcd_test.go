@@ -35,6 +35,7 @@ const tryAgainBound = 5 * (2*etcdElectionMS*time.Millisecond + etcdLoadTimeout)
 // then hung (SIGSTOP, and later continued). No ID repeats; no client sees
 // TRYAGAIN for longer than tryAgainBound.
 func TestEtcdChaos(t *testing.T) {
+	t.Parallel()
 	e := ownEtcd(t)
 	st := etcdStoreAt(t, e.endpoints, "/leaf/")
 	env := append(append(st.env, chaosEnv...), "LEAF_SEGMENT_LOAD_TIMEOUT="+etcdLoadTimeout.String())
@@ -69,6 +70,8 @@ func TestEtcdChaos(t *testing.T) {
 // hanging; INFO shows the store away. Once the members are back, the same
 // process serves again, above every ID it served before.
 func TestEtcdQuorumLost(t *testing.T) {
+	// Not parallel (see harness_test.go): TRYAGAIN must come within five
+	// load_timeouts.
 	e := ownEtcd(t)
 	tests := []struct {
 		name           string
@@ -175,6 +178,7 @@ func incrOnceBack(t *testing.T, c *redis.Client, tag string) int64 {
 // cluster does not. The password shows nowhere in leaf's output (at debug
 // level).
 func TestEtcdPassword(t *testing.T) {
+	t.Parallel()
 	e := ownEtcd(t)
 	const pw, wrong = "s3cret-Etcd-pw", "wr0ng-Etcd-pw"
 	admin := etcdtest.Client(t, e.endpoints)
@@ -211,7 +215,10 @@ func TestEtcdPassword(t *testing.T) {
 		return []string{"LEAF_STORE_DRIVER=etcd", "LEAF_STORE_DSN=" + dsn, "LEAF_SEGMENT_LOAD_TIMEOUT=" + etcdLoadTimeout.String()}
 	}
 
+	// Each of the three starts a server of its own on the cluster as set
+	// up above.
 	t.Run("LogsIn", func(t *testing.T) {
+		t.Parallel()
 		p := startLeaf(t, t.TempDir(), env(withUser(pw, e.endpoints))...)
 		if id := redistest.Incr(t, p.client(t), "pw"); id != 1 {
 			t.Fatalf("INCR = %d, want 1", id)
@@ -222,6 +229,7 @@ func TestEtcdPassword(t *testing.T) {
 		}
 	})
 	t.Run("WrongPassword", func(t *testing.T) {
+		t.Parallel()
 		// A refusal must be told from a cluster that does not answer:
 		// a load_timeout a busy machine's first connection cannot run out.
 		code, out := runLeafToExit(t, t.TempDir(), append(env(withUser(wrong, e.endpoints)), "LEAF_SEGMENT_LOAD_TIMEOUT=30s")...)
@@ -233,6 +241,7 @@ func TestEtcdPassword(t *testing.T) {
 		}
 	})
 	t.Run("Unreachable", func(t *testing.T) {
+		t.Parallel()
 		p := startLeaf(t, t.TempDir(), env(withUser(pw, "http://127.0.0.1:1,http://127.0.0.1:2"))...)
 		if _, reply, err := incrErr(p.client(t), "pw"); err != nil || !strings.HasPrefix(reply, "TRYAGAIN ") {
 			t.Errorf("INCR with the cluster unreachable = %v, %q; want TRYAGAIN", err, reply)

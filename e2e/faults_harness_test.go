@@ -82,9 +82,12 @@ var sharedStores = []namedStore{
 	{"PostgreSQL", func(t *testing.T, _ string) store { return postgresStore(t) }},
 }
 
+// forEachStoreOf runs f on a fresh store of each of tests, in parallel
+// subtests: the stores share nothing.
 func forEachStoreOf(t *testing.T, tests []namedStore, f func(t *testing.T, dir string, env []string)) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			f(t, dir, tc.open(t, dir).env)
 		})

@@ -35,6 +35,7 @@ import (
 //     the IDs it reserved (an ERR reply, and guard_trips), and the first ID
 //     served again is above every earlier one.
 func TestDeletedRow(t *testing.T) {
+	t.Parallel()
 	backends := []struct {
 		name string
 		open func(t *testing.T, dir string) store
@@ -78,10 +79,14 @@ func TestDeletedRow(t *testing.T) {
 				continue
 			}
 			t.Run(be.name+"/"+v.name, func(t *testing.T) {
+				t.Parallel() // a store of its own
 				const tag = "deleted"
 				dir := t.TempDir()
 				st := be.open(t, dir)
-				env := append([]string{"LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100", "LEAF_LOG_LEVEL=info"}, st.env...)
+				// Segments of 100, each a load: on a busy machine one may
+				// take longer than the 2 s default load_timeout.
+				env := append([]string{"LEAF_SEGMENT_DEFAULT_STEP=100", "LEAF_SEGMENT_MAX_STEP=100", "LEAF_SEGMENT_LOAD_TIMEOUT=1m",
+					"LEAF_LOG_LEVEL=info"}, st.env...)
 				if !v.guardTable {
 					// A Leaf database where leaf may not create tables.
 					st.exec(t, be.leafDDL)
@@ -256,6 +261,7 @@ func servesAboveAfterRefusals(t *testing.T, c *redis.Client, tag string, last, h
 // reached, or refuses the password; where the DSN is named, it is in
 // leaf's one redacted form (REDACTED, never a driver's own mask).
 func TestPasswordNotLogged(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-Pa55word"
 	backends := []struct {
 		name, driver string
@@ -292,6 +298,7 @@ func TestPasswordNotLogged(t *testing.T) {
 	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel() // a database of its own
 			dsn, password, addr := be.dsn(t)
 			env := func(dsn string) []string { return []string{"LEAF_STORE_DRIVER=" + be.driver, "LEAF_STORE_DSN=" + dsn} }
 			t.Run("Reachable", func(t *testing.T) {

@@ -71,6 +71,8 @@ func (c *rawConn) reply(t *testing.T) (int64, string) {
 // Three times, so that either goroutine may run first after SIGCONT: the
 // event loop with the request, or the heartbeat.
 func TestStoppedPastLease(t *testing.T) {
+	// Not parallel (see harness_test.go): b keeps a lease of a second
+	// while a is stopped.
 	forEachStoreOf(t, floorStores, func(t *testing.T, dir string, env []string) {
 		env = append(env, "LEAF_CLUSTER_HEARTBEAT=200ms", "LEAF_CLUSTER_LEASE=1s", "LEAF_CLUSTER_ACK_TIMEOUT=30s",
 			"LEAF_SEGMENT_MAX_STEP=1000", "LEAF_LOG_LEVEL=info")
@@ -143,6 +145,7 @@ func TestStoppedPastLease(t *testing.T) {
 // afterwards hands out an ID at or below it: the stopped server gave back
 // nothing below it.
 func TestShutdownRacesFloor(t *testing.T) {
+	t.Parallel()
 	forEachStoreOf(t, floorStores, func(t *testing.T, dir string, env []string) {
 		env = append(env, "LEAF_CLUSTER_ACK_TIMEOUT=60s", "LEAF_LOG_LEVEL=info")
 		slow := append(env[:len(env):len(env)], "LEAF_CLUSTER_HEARTBEAT=10s", "LEAF_CLUSTER_LEASE=60s")

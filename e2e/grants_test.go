@@ -32,6 +32,7 @@ import (
 //   - SELECT, INSERT, UPDATE on the whole database, auto-create on: new
 //     tags are created on first use.
 func TestLeafDatabaseLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	backends := []struct {
 		name, driver string
 		// setup makes a fresh database and returns it, as its owner
@@ -51,6 +52,7 @@ func TestLeafDatabaseLeastPrivilege(t *testing.T) {
 	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel() // a database of its own
 			const tag = "leaf-segment-test"
 			st, user := be.setup(t)
 			st.exec(t, be.ddl)

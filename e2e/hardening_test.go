@@ -37,6 +37,7 @@ func loopbackAddr(t *testing.T, addr string) string {
 // loopback and says which keys to change; with a password, or with
 // protected_mode off, it serves there.
 func TestProtectedMode(t *testing.T) {
+	t.Parallel()
 	for _, addr := range []string{"0.0.0.0:0", ":0"} {
 		t.Run("refused on "+addr, func(t *testing.T) {
 			code, stderr := runLeafToExit(t, t.TempDir(), "LEAF_SERVER_ADDR="+addr)
@@ -77,6 +78,7 @@ func TestProtectedMode(t *testing.T) {
 // to redis-cli --tls and to go-redis; an unreadable certificate stops the
 // start with a message naming the keys.
 func TestTLSProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cert, key := servertest.SelfSignedCert(t, dir)
 	p := startLeaf(t, dir, "LEAF_SERVER_TLS_CERT="+cert, "LEAF_SERVER_TLS_KEY="+key)
@@ -123,6 +125,7 @@ func TestTLSProcess(t *testing.T) {
 // both users and a clean stop, the log holds neither password nor the
 // wrong guess, though it records the failures.
 func TestSecretsNotLogged(t *testing.T) {
+	t.Parallel()
 	const pass, admin, guess = "pw-Hq42-secret", "adm-Lr88-secret", "guess-Tn16-wrong"
 	p := startLeaf(t, t.TempDir(), "LEAF_SERVER_PASSWORD="+pass, "LEAF_SERVER_ADMIN_PASSWORD="+admin)
 	ctx := context.Background()
@@ -160,6 +163,7 @@ func TestSecretsNotLogged(t *testing.T) {
 // hard), leaf lowers max_clients to what fits, says so, and refuses the
 // connections beyond with Redis's error rather than failing to accept.
 func TestMaxClientsFitsFileLimit(t *testing.T) {
+	t.Parallel()
 	const limit, reserved = 300, 32 + 16 // main.go's reserve with store.max_open_conns 16
 	sh, err := exec.LookPath("sh")
 	if err != nil {

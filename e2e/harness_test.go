@@ -3,6 +3,19 @@ package e2e
 // Process-level test harness: TestMain builds the real binary once, from
 // the module's root, and the tests drive it as users do, over real
 // sockets, with real signals.
+//
+// The tests run in parallel (go test's -parallel, GOMAXPROCS by default),
+// and so do their subtests on each store: every leaf process listens on a
+// port of its own, and every test has a store of its own (a SQLite file
+// in its temporary directory, a fresh database of the shared MariaDB or
+// PostgreSQL, a fresh prefix of the shared etcd cluster, or a server of
+// its own that it crashes). Most of what they wait for is time: leases
+// and acknowledgements running out, databases restarting. The few whose
+// checks lean on a short deadline (a lease of a second or two, a node
+// timeout, the shutdown's deadline) are not parallel: they run first, one
+// at a time (a test's subtests on different stores side by side). The
+// replicated clusters the tests share are held by file locks
+// (mysqltest.GaleraLock, lockPatroni).
 
 import (
 	"bufio"
@@ -91,11 +104,27 @@ func leafCmd(dir string, env ...string) *exec.Cmd {
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
+		goraceEnv(),
 		"LEAF_SERVER_ADDR=127.0.0.1:0",
 		"LEAF_LOG_FORMAT=text",
 		"LEAF_LOG_LEVEL=debug",
 	}, env...)
 	return cmd
+}
+
+// goraceEnv is the GORACE setting of the race-built programs the tests
+// run (leaf, testdata/idclient): the race runtime's atexit_sleep_ms,
+// 1000 by default, holds every clean exit a second for reports of
+// goroutines still running after main returned, and the tests wait for
+// hundreds of exits. A race found before the exit is still reported and
+// still fails the exit (code 66). The caller's GORACE is kept, and an
+// atexit_sleep_ms in it wins.
+func goraceEnv() string {
+	gorace := os.Getenv("GORACE")
+	if !strings.Contains(gorace, "atexit_sleep_ms") {
+		gorace = strings.TrimSpace(gorace + " atexit_sleep_ms=0")
+	}
+	return "GORACE=" + gorace
 }
 
 // runLeafToExit runs the binary as startLeaf does and expects it to stop

@@ -75,11 +75,15 @@ func metricValue(t *testing.T, body, series string) float64 {
 // with traffic, the Leaf API and INCR sharing one tag without a repeat, the
 // status page, pprof; then a clean SIGTERM.
 func TestHTTPProcess(t *testing.T) {
+	t.Parallel()
 	p := startLeaf(t, t.TempDir(),
 		"LEAF_HTTP_ADDR=127.0.0.1:0",
 		"LEAF_HTTP_PPROF=true",
 		"LEAF_SEGMENT_DEFAULT_STEP=10",
 		"LEAF_SEGMENT_MAX_STEP=10", // small segments: many switches and loads
+		// Eight clients wait on those loads, SQLite's synced writes: on
+		// a busy machine one may take longer than the 2 s default.
+		"LEAF_SEGMENT_LOAD_TIMEOUT=1m",
 	)
 	base := p.httpBase(t)
 	c := p.client(t)
@@ -170,6 +174,7 @@ func TestHTTPProcess(t *testing.T) {
 
 // TestHTTPOff: without http.addr there is no HTTP listener.
 func TestHTTPOff(t *testing.T) {
+	t.Parallel()
 	p := startLeaf(t, t.TempDir())
 	redistest.Incr(t, p.client(t), "x")
 	if strings.Contains(p.Log(), "serving http") {

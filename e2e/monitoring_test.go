@@ -305,6 +305,7 @@ var leftOut = regexp.MustCompile(`^redis_(` + strings.Join([]string{
 // redis-server given the same traffic is there too, but for the fields
 // leaf leaves out.
 func TestExporterScrapesLeaf(t *testing.T) {
+	t.Parallel()
 	needTool(t, "prometheus-redis-exporter", "prometheus-redis-exporter")
 	p := startLeaf(t, t.TempDir(), "LEAF_SERVER_SLOWLOG_THRESHOLD=1ns") // every command: LATENCY has events
 	monitoringTraffic(t, p.Addr)
@@ -480,6 +481,7 @@ func commandsMissing(t *testing.T, addr string, names ...string) []string {
 // size (STRLEN), and counts the tags matching a pattern (SCAN), without
 // an error logged. It needs TYPE and SCAN: until leaf has them it skips.
 func TestExporterCheckKeys(t *testing.T) {
+	t.Parallel()
 	needTool(t, "prometheus-redis-exporter", "prometheus-redis-exporter")
 	p := startLeaf(t, t.TempDir())
 	if missing := commandsMissing(t, p.Addr, "type", "scan"); len(missing) > 0 {
@@ -519,6 +521,7 @@ var statLineRe = regexp.MustCompile(`^(\d+)\s+(\d+(?:\.\d+)?[BKMGTP])\s+(\d+)\s+
 // none blocked, the requests, the connections; no missing figure (which
 // redis-cli prints as -9223372036854775808).
 func TestRedisCliStat(t *testing.T) {
+	t.Parallel()
 	needTool(t, "redis-cli", "redis-tools")
 	stdbuf := needTool(t, "stdbuf", "coreutils")
 	p := startLeaf(t, t.TempDir())
@@ -570,6 +573,7 @@ func TestRedisCliStat(t *testing.T) {
 // TestRedisCliLatency: redis-cli --latency, which PINGs, prints its
 // figures (min, max, avg, samples) consistent with one another.
 func TestRedisCliLatency(t *testing.T) {
+	t.Parallel()
 	needTool(t, "redis-cli", "redis-tools")
 	p := startLeaf(t, t.TempDir())
 	host, port, _ := net.SplitHostPort(p.Addr)
@@ -599,6 +603,7 @@ func TestRedisCliLatency(t *testing.T) {
 // INCRs: the same keys, the same summary. They need SCAN, DBSIZE and
 // TYPE: until leaf has them the test skips.
 func TestRedisCliScanBigkeys(t *testing.T) {
+	t.Parallel()
 	needTool(t, "redis-cli", "redis-tools")
 	p := startLeaf(t, t.TempDir())
 	if missing := commandsMissing(t, p.Addr, "scan", "dbsize", "type"); len(missing) > 0 {

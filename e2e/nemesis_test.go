@@ -64,6 +64,7 @@ var nemesisEnv = []string{
 var nemesisStores = append([]namedStore{{"SQLite", sqliteStore}}, floorStores...)
 
 func TestNemesis(t *testing.T) {
+	t.Parallel()
 	forEachStoreOf(t, nemesisStores, func(t *testing.T, dir string, env []string) {
 		runNemesis(t, dir, append(env, nemesisEnv...))
 	})
@@ -386,8 +387,8 @@ func (n *nemesis) termDuringFloor() {
 
 // pause stops a server (SIGSTOP) past its lease: with a floor, until a
 // floor set through another server is answered (which waits for the
-// stopped server's lease to end in the store); without, for twice the
-// lease. Then, before it runs again, INCRs are sent to it on a connection
+// stopped server's lease to end in the store); without, until the store
+// no longer counts it live (its lease ended there). Then, before it runs again, INCRs are sent to it on a connection
 // it served before the stop and on a new one: it must not answer them
 // from its cache, which the floor may forbid. The replies are checked
 // with the clients'.
@@ -416,7 +417,7 @@ func (n *nemesis) pause(withFloor bool) {
 		n.floorsInPause++
 	} else {
 		// The stop's length is the fault: past the lease (nemesisEnv).
-		time.Sleep(4 * time.Second)
+		n.waitLapsed(i, p)
 	}
 	conns := []*probeConn{idle}
 	if fresh, err := net.Dial("tcp", p.Addr); err == nil { // the kernel accepts it
@@ -464,6 +465,33 @@ func (n *nemesis) pause(withFloor bool) {
 		}
 		c.nc.Close()
 	}
+}
+
+// waitLapsed waits until the store no longer counts p, the server of slot
+// stopped, live: LEAF.NODES through another server, which compares the
+// lease with the store's clock, lists it no more. An error reply (the
+// store busy) is read again.
+func (n *nemesis) waitLapsed(stopped int, p *proc) {
+	t := n.t
+	t.Helper()
+	other := n.proc(n.upSlots(stopped)[0])
+	c := redis.NewClient(&redis.Options{Addr: other.Addr, PoolSize: 1, MaxRetries: -1, ReadTimeout: 2 * time.Minute, WriteTimeout: time.Minute})
+	defer c.Close()
+	var listed any
+	var err error
+	poll(t, func() bool {
+		if listed, err = c.Do(context.Background(), "LEAF.NODES").Result(); err != nil {
+			return false
+		}
+		for _, e := range listed.([]any) {
+			if e.(map[any]any)["addr"] == p.Addr {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		return fmt.Sprintf("%s, stopped, still live in the store: LEAF.NODES through %s = %v, %v", p.Addr, other.Addr, listed, err)
+	})
 }
 
 // probeConn is a connection of the nemesis to a server it stops.

@@ -32,6 +32,7 @@ func outageEnv(db *dbServer) []string {
 // the error and no runway. Once the database is back the same process
 // serves again, above every ID it served before.
 func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
 	servers := []struct {
 		name string
 		own  func(t *testing.T) *dbServer
@@ -42,6 +43,7 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 	for _, srv := range servers {
 		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel() // a server of its own
 			db := srv.own(t)
 			testDatabaseOutage(t, db)
 			if srv.more != nil {

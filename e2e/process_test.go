@@ -14,6 +14,7 @@ import (
 // at exactly the next ID; after kill -9 the next ID is still higher than
 // every ID handed out.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startLeaf(t, dir)
 	c := p.client(t)
@@ -50,9 +51,13 @@ func TestRestart(t *testing.T) {
 // segments so they take ranges constantly, 3,000 alternating INCRs: no
 // duplicate, and each server's IDs increase.
 func TestTwoProcessesOneSQLiteFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "shared.db")
-	env := []string{"LEAF_STORE_DSN=" + db, "LEAF_STORE_CREATE_DATABASE=true", "LEAF_SEGMENT_DEFAULT_STEP=10", "LEAF_SEGMENT_MAX_STEP=40"}
+	// Small segments, loaded by turns at the file's lock: on a busy
+	// machine a load may wait longer than the 2 s default load_timeout.
+	env := []string{"LEAF_STORE_DSN=" + db, "LEAF_STORE_CREATE_DATABASE=true", "LEAF_SEGMENT_DEFAULT_STEP=10", "LEAF_SEGMENT_MAX_STEP=40",
+		"LEAF_SEGMENT_LOAD_TIMEOUT=1m"}
 	a := startLeaf(t, dir, env...)
 	b := startLeaf(t, dir, env...)
 	ca, cb := a.client(t), b.client(t)

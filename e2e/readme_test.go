@@ -161,6 +161,7 @@ func normalise(lines []string) []string {
 // started with its defaults (at the block's first redis-cli), bin/leaf on
 // the same store. It fails on any line that differs but the varying ones.
 func TestReadmeSession(t *testing.T) {
+	t.Parallel()
 	cli := needTool(t, "redis-cli", "redis-tools")
 	readme, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
 	if err != nil {
@@ -176,7 +177,7 @@ func TestReadmeSession(t *testing.T) {
 			var cmd *exec.Cmd
 			if s.leaf {
 				cmd = exec.CommandContext(ctx, leafBin, s.args...)
-				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), goraceEnv()}
 			} else {
 				if port == "" {
 					srv := startLeaf(t, dir)
@@ -288,6 +289,7 @@ func anchors(text string) map[string]bool {
 // that exists and, with #, a heading in it; moving a section cannot leave
 // a link behind.
 func TestDocLinks(t *testing.T) {
+	t.Parallel()
 	docs, err := filepath.Glob(filepath.Join(moduleRoot, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)

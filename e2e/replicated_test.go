@@ -37,6 +37,7 @@ func assertNoRepairs(t *testing.T, logs []string) {
 // them optimistically, aborting one of two at COMMIT or while it waits.
 // No database fault: no ID may repeat and nothing may be repaired.
 func TestChaosGalera(t *testing.T) {
+	t.Parallel()
 	nodes := mysqltest.GaleraNodes(t)
 	env := append([]string{"LEAF_STORE_DRIVER=mysql"}, chaosEnv...)
 	res := runChaosWith(t, t.TempDir(), env, chaosOptions{
@@ -54,6 +55,7 @@ func TestChaosGalera(t *testing.T) {
 // A restart takes some 20 seconds (crash recovery, then IST): make test
 // kills two nodes in turn, LEAF_TEST_LONG=1 all three.
 func TestChaosGaleraNodeKills(t *testing.T) {
+	t.Parallel()
 	g := lockGalera(t)
 	nodes := 2
 	if os.Getenv("LEAF_TEST_LONG") != "" {
@@ -87,6 +89,7 @@ func TestChaosGaleraNodeKills(t *testing.T) {
 // takes writes, after a time the test reports (Patroni's ttl, 10 s here,
 // and the promotion).
 func TestChaosPatroniFailover(t *testing.T) {
+	t.Parallel()
 	p := lockPatroni(t)
 	dir := t.TempDir()
 	store := []string{"LEAF_STORE_DRIVER=postgres", "LEAF_STORE_DSN=" + p.dsn}

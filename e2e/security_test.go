@@ -90,6 +90,7 @@ func infoValue(t *testing.T, c *redis.Client, field string) string {
 // name and creates no tag; with it, everything works; pprof's command
 // line hides the admin password given as a flag; the warnings come once.
 func TestHTTPBehindThePassword(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const pass, admin = "pw-Bf62-http", "adm-Wc18-http"
 	if err := os.WriteFile(filepath.Join(dir, "pw"), []byte(pass+"\n"), 0o600); err != nil {
@@ -153,6 +154,7 @@ func basicAuth(user, pass string) string {
 // password stops the start, as server.addr does; pprof beyond loopback
 // needs a password even with protected mode off.
 func TestHTTPProtectedMode(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -180,6 +182,7 @@ func TestHTTPProtectedMode(t *testing.T) {
 // CN=admin is the admin user on both ports; SIGHUP serves a renewed
 // certificate on both.
 func TestHTTPSAndClientCertificates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := servertest.NewCA(t, dir)
 	cert, key := ca.Issue(t, dir, "server", "first", true)
@@ -247,6 +250,7 @@ func TestHTTPSAndClientCertificates(t *testing.T) {
 // admin's and names are capped; segment.max_tags and segment.auto_create
 // admin hold; admin commands open beyond loopback are warned of.
 func TestRedisPortLimits(t *testing.T) {
+	t.Parallel()
 	p := startLeaf(t, t.TempDir(), "LEAF_SERVER_PASSWORD=pw", "LEAF_SERVER_ADMIN_PASSWORD=adm",
 		"LEAF_SEGMENT_MAX_TAGS=3", "LEAF_SEGMENT_AUTO_CREATE=admin")
 	ctx := context.Background()
@@ -339,6 +343,7 @@ func TestRedisPortLimits(t *testing.T) {
 // TestAdminOpenWarning (finding 10): no admin password on an address
 // beyond loopback is warned of at start, once.
 func TestAdminOpenWarning(t *testing.T) {
+	t.Parallel()
 	p := startLeaf(t, t.TempDir(), "LEAF_SERVER_ADDR=0.0.0.0:0", "LEAF_SERVER_PASSWORD=pw")
 	if n := strings.Count(p.Log(), "server.admin_password is empty: every client that may run commands may also run LEAF.CREATE"); n != 1 {
 		t.Errorf("%d warnings, want 1:\n%s", n, p.Log())
@@ -349,6 +354,7 @@ func TestAdminOpenWarning(t *testing.T) {
 // TestCachePagedProcess (finding 4): /cache answers a page, whatever the
 // tag count.
 func TestCachePagedProcess(t *testing.T) {
+	t.Parallel()
 	// A load_timeout a busy machine's SQLite cannot run out.
 	p := startLeaf(t, t.TempDir(), "LEAF_HTTP_ADDR=127.0.0.1:0", "LEAF_SEGMENT_CREATE_RATE=0", "LEAF_SEGMENT_LOAD_TIMEOUT=2m")
 	c := patientClient(t, p)
@@ -379,6 +385,7 @@ func TestCachePagedProcess(t *testing.T) {
 // idle HTTP connections cannot take the Redis port's descriptors: every
 // Redis client max_clients allows is served.
 func TestHTTPConnsInFileBudget(t *testing.T) {
+	t.Parallel()
 	const limit, maxConns = 300, 40
 	const clients = limit - 32 - 16 - maxConns // main.go's reserve with store.max_open_conns 16
 	sh, err := exec.LookPath("sh")

@@ -23,6 +23,9 @@ import (
 // next ID (nothing repeated, nothing lost). 20,000 tags in make test;
 // 200,000 with LEAF_TEST_LONG=1.
 func TestShutdownManyTags(t *testing.T) {
+	// Not parallel (see harness_test.go): the give-back must end within
+	// the shutdown's deadline (15 s), and takes 5 to 7 s of it alone on a
+	// busy machine.
 	n := 20_000
 	if os.Getenv("LEAF_TEST_LONG") != "" {
 		n = 200_000

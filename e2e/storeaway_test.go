@@ -60,7 +60,9 @@ func awayEnv() []string {
 // (RLIMIT_FSIZE, set on the running process with prlimit), exactly as
 // they fail on a full disk, for root too.
 func TestStoreAway(t *testing.T) {
+	t.Parallel()
 	t.Run("SQLite/NoWrites", func(t *testing.T) {
+		t.Parallel()
 		dir := t.TempDir()
 		st := sqliteStore(t, dir)
 		var p *proc
@@ -70,7 +72,8 @@ func TestStoreAway(t *testing.T) {
 			func() { limitFileSize(t, p, "unlimited") })
 	})
 	t.Run("MariaDB", func(t *testing.T) {
-		db := ownMariaDB(t)
+		t.Parallel()
+		db := ownMariaDB(t) // Hang and Crash in turn on it
 		for _, tc := range []struct {
 			name           string
 			fault, recover func()

@@ -14,6 +14,7 @@ var versionRe = regexp.MustCompile(`^leaf (\S+) revision (\S+)( \(modified\))? (
 // them; a running server reports the same version in INFO and
 // LEAF.NODES.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var line string
 	for _, args := range [][]string{{"--version"}, {"-v"}, {"version"}, {"--server.addr=127.0.0.1:1", "--version"}} {
