@@ -68,9 +68,14 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # free_port: a random port on 127.0.0.1 that nothing listens on now. A
 # server may still lose a race for it: callers retry with another one.
 free_port() {
-	local port i
+	local port i lo=32768 hi
+	# Below the kernel's ephemeral range, which outgoing connections take
+	# from: a port picked there may be taken by one before it is bound (a
+	# Galera node's third port, seen while the first two talked).
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	[ "$lo" -gt 11024 ] 2>/dev/null || lo=32768
 	for ((i = 0; i < 100; i++)); do
-		port=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		port=$((10000 + (RANDOM * 32768 + RANDOM) % (lo - 10000)))
 		if port_free "$port"; then
 			echo "$port"
 			return 0

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/url"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of storetest's raw handle
 
 	"github.com/leaf-id/leaf/persist"
@@ -96,7 +98,48 @@ func NewDatabase(t testing.TB, admin string) string {
 	name := "leaf_test_" + randomHex()
 	Exec(t, admin, "CREATE DATABASE "+name)
 	t.Cleanup(func() { Exec(t, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
-	return WithDatabase(t, admin, name)
+	dsn := WithDatabase(t, admin, name)
+	onEveryHost(t, dsn)
+	return dsn
+}
+
+// onEveryHost waits until no host of dsn (several for a Patroni cluster)
+// lacks its database: a standby replays CREATE DATABASE after the primary
+// committed it, and a client that meets a standby without the database
+// stops there (pgx gives up on 3D000) instead of trying the next host.
+// A host that cannot be reached is not waited for: clients skip it.
+func onEveryHost(t testing.TB, dsn string) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Fallbacks) == 0 {
+		return
+	}
+	hosts := append([]*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...)
+	for _, h := range hosts {
+		one := cfg.Copy()
+		one.Host, one.Port, one.TLSConfig, one.Fallbacks = h.Host, h.Port, h.TLSConfig, nil
+		one.ValidateConnect = nil // a standby too
+		for deadline := time.Now().Add(time.Minute); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			conn, err := pgx.ConnectConfig(ctx, one)
+			cancel()
+			if err == nil {
+				conn.Close(context.Background())
+				break
+			}
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "3D000" {
+				break // down, or another answer: not a missing database
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("database %s still missing on %s:%d after a minute", cfg.Database, h.Host, h.Port)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // SetDefault makes value the default of setting for every new session on
