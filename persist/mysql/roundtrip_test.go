@@ -7,11 +7,12 @@ import (
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/mysql"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
+	"github.com/leaf-id/leaf/persist/storetest"
 )
 
-// TestTakeRoundTrips: a segment load costs a fixed, small number of round
-// trips to the database, counted by a proxy between leaf and MariaDB: on
-// a distant database each is a wait that the load adds up.
+// TestTakeRoundTrips: BEGIN, the guard's row, the rows read and locked,
+// max_id, the guard, COMMIT: one round trip each, parameters interpolated
+// by the driver (a server-side prepare per statement made it 10).
 func TestTakeRoundTrips(t *testing.T) {
 	dsn := mysqltest.DSN(t)
 	proxy := roundtrip.Start(t, dsnAddr(t, dsn))
@@ -20,32 +21,5 @@ func TestTakeRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if _, err := s.Create(t.Context(), "rt", 1000, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Take(t.Context(), "rt", 0); err != nil { // a connection in the pool
-		t.Fatal(err)
-	}
-	// BEGIN, the guard's row, the rows read and locked, max_id, the
-	// guard, COMMIT: one round trip each, parameters interpolated (a
-	// server-side prepare per statement made it 10).
-	const most = 6
-	for _, size := range []int64{0, 5000} {
-		proxy.Reset()
-		if _, err := s.Take(t.Context(), "rt", size); err != nil {
-			t.Fatal(err)
-		}
-		if n := proxy.Trips(); n > most {
-			t.Errorf("Take(size %d): %d round trips, want at most %d", size, n, most)
-		}
-		t.Logf("Take(size %d): %d round trips", size, proxy.Trips())
-	}
-	proxy.Reset()
-	reqs := []persist.TakeRequest{{Tag: "rt"}, {Tag: "rt2", Create: 1000}, {Tag: "rt3", Create: 1000}}
-	for i, r := range s.TakeBatch(t.Context(), reqs) {
-		if r.Err != nil {
-			t.Fatalf("TakeBatch %s: %v", reqs[i].Tag, r.Err)
-		}
-	}
-	t.Logf("TakeBatch of 3 tags, 2 new: %d round trips", proxy.Trips())
+	storetest.TakeRoundTrips(t, s, proxy, 6)
 }
