@@ -103,9 +103,7 @@ func runClientProcesses(t *testing.T, bin, dir string, env []string) {
 	// deadline. They resume: the lease in flight arrives.
 	var recovered [cpProcs]int64
 	for _, p := range servers {
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		p.Pause()
 	}
 	for _, c := range clients {
 		c.probe(t, "hung", true)

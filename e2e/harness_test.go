@@ -19,6 +19,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -220,6 +221,26 @@ func (p *proc) Stop(sig syscall.Signal) {
 	if sig == syscall.SIGTERM && p.err != nil {
 		p.t.Fatalf("leaf exited with %v on SIGTERM\n%s", p.err, p.Log())
 	}
+}
+
+// Pause stops the process (SIGSTOP) and waits until it is stopped: kill
+// returns once the signal is queued, and a process on a busy machine may
+// still answer a request or two before it is scheduled and stops.
+func (p *proc) Pause() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		p.t.Fatal(err)
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
+	redistest.WaitFor(p.t, "leaf stopped by SIGSTOP", func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
+	})
 }
 
 // client is a single-connection go-redis client to p, closed at cleanup.
