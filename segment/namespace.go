@@ -69,7 +69,7 @@ const dbSep = '\x1f'
 // no stored name has: otherwise "\x1f1\x1fa" typed in database 0 would
 // reach the tag "a" of database 1.
 func AppendDBName(dst []byte, db int, name []byte) []byte {
-	if db == 0 && (len(name) == 0 || name[0] != dbSep) {
+	if StoredAsIs(db, name) {
 		return append(dst, name...)
 	}
 	dst = append(dst, dbSep)
@@ -78,9 +78,16 @@ func AppendDBName(dst []byte, db int, name []byte) []byte {
 	return append(dst, name...)
 }
 
+// StoredAsIs reports whether the tag name of database db is stored as it
+// is (AppendDBName would copy it unchanged): a name of database 0 that
+// does not open with the separator.
+func StoredAsIs(db int, name []byte) bool {
+	return db == 0 && (len(name) == 0 || name[0] != dbSep)
+}
+
 // DBName is AppendDBName for a name given as a string.
 func DBName(db int, name string) string {
-	if db == 0 && (len(name) == 0 || name[0] != dbSep) {
+	if db == 0 && (len(name) == 0 || name[0] != dbSep) { // StoredAsIs, without a copy
 		return name
 	}
 	return string(AppendDBName(nil, db, []byte(name)))

@@ -127,7 +127,7 @@ func (c *client) Preview(conn *resp.Conn, args [][]byte) {
 // key is the stored name of the tag name in the connection's database:
 // name itself in database 0; else in keyBuf, valid until the next call.
 func (c *client) key(name []byte) []byte {
-	if c.db == 0 && (len(name) == 0 || name[0] != '\x1f') {
+	if segment.StoredAsIs(c.db, name) {
 		return name // the common case, without a copy
 	}
 	return segment.AppendDBName(c.keyBuf[:0], c.db, name)

@@ -835,6 +835,37 @@ func (c *Core) Create(ctx context.Context, name string, step int64, description 
 	return created, err
 }
 
+// checkGiveBack refuses the arguments of a give-back that no store could
+// take: an invalid tag, or not 1 <= to < from.
+func checkGiveBack(tag string, from, to int64) error {
+	if err := persist.CheckTag(tag); err != nil {
+		return fmt.Errorf("give back %q: %w", tag, err)
+	}
+	if to < 1 || to >= from {
+		return fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, persist.ErrInvalid, from, to)
+	}
+	return nil
+}
+
+// giveBackIn is a give-back's compare-and-set in tx: max_id to `to` if it
+// is still `from`, and the guard with it when it is exactly at `from`;
+// ErrNotFound when the row does not exist.
+func (c *Core) giveBackIn(ctx context.Context, tx *sql.Tx, tag string, from, to int64) (bool, error) {
+	// to != from, so "changed" and "matched" are the same count on MySQL,
+	// which reports changed rows.
+	n, err := affected(ctx, tx, c.q.giveBack, to, tag, from)
+	if err != nil {
+		return false, err
+	}
+	if n != 1 {
+		return false, c.exists(ctx, tx, tag)
+	}
+	if c.guard {
+		_, err = tx.ExecContext(ctx, c.q.lowerGuard, to, tag, from)
+	}
+	return true, err
+}
+
 // GiveBack sets max_id to `to` only if it is still `from` (compare-and-set)
 // and reports whether it matched. With the persistent guard on, the guard
 // is lowered to `to` in the same transaction, only if it is exactly at
@@ -843,28 +874,13 @@ func (c *Core) Create(ctx context.Context, name string, step int64, description 
 // handed out) stays where it is. ErrInvalid unless 1 <= to < from;
 // ErrNotFound when the row does not exist.
 func (c *Core) GiveBack(ctx context.Context, tag string, from, to int64) (bool, error) {
-	if err := persist.CheckTag(tag); err != nil {
-		return false, fmt.Errorf("give back %q: %w", tag, err)
-	}
-	if to < 1 || to >= from {
-		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, persist.ErrInvalid, from, to)
+	if err := checkGiveBack(tag, from, to); err != nil {
+		return false, err
 	}
 	var matched bool
 	err := c.write(ctx, "give back", tag, func(ctx context.Context) error {
-		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
-			// to != from, so "changed" and "matched" are the same count on
-			// MySQL, which reports changed rows.
-			n, err := affected(ctx, tx, c.q.giveBack, to, tag, from)
-			if err != nil {
-				return err
-			}
-			matched = n == 1
-			if !matched {
-				return c.exists(ctx, tx, tag)
-			}
-			if c.guard {
-				_, err = tx.ExecContext(ctx, c.q.lowerGuard, to, tag, from)
-			}
+		return c.inTxWrote(ctx, func(tx *sql.Tx) (err error) {
+			matched, err = c.giveBackIn(ctx, tx, tag, from, to)
 			return err
 		}, func() bool { return matched })
 	})

@@ -526,11 +526,8 @@ func (c *Core) Publish(ctx context.Context, ch persist.Change) (int64, error) {
 // locks the log's head row (Publish bumps it), then looks for a floor
 // published after seen, then gives back as GiveBack does.
 func (c *Core) GiveBackAfter(ctx context.Context, tag string, from, to, seen int64) (bool, error) {
-	if err := persist.CheckTag(tag); err != nil {
-		return false, fmt.Errorf("give back %q: %w", tag, err)
-	}
-	if to < 1 || to >= from {
-		return false, fmt.Errorf("give back %q: %w: from %d to %d (want 1 <= to < from)", tag, persist.ErrInvalid, from, to)
+	if err := checkGiveBack(tag, from, to); err != nil {
+		return false, err
 	}
 	if !c.cluster {
 		return false, fmt.Errorf("give back %q: %w", tag, persist.ErrNoCluster)
@@ -549,17 +546,7 @@ func (c *Core) GiveBackAfter(ctx context.Context, tag string, from, to, seen int
 					return err
 				}
 			}
-			n, err := affected(ctx, tx, c.q.giveBack, to, tag, from)
-			if err != nil {
-				return err
-			}
-			matched = n == 1
-			if !matched {
-				return c.exists(ctx, tx, tag)
-			}
-			if c.guard {
-				_, err = tx.ExecContext(ctx, c.q.lowerGuard, to, tag, from)
-			}
+			matched, err = c.giveBackIn(ctx, tx, tag, from, to)
 			return err
 		})
 	})
