@@ -35,7 +35,7 @@ func TestKeysCoverEveryField(t *testing.T) {
 			t.Errorf("key %s listed twice", k.name)
 		}
 		seen[k.name] = true
-		p := reflect.ValueOf(k.field(&c)).Pointer()
+		p := k.field(&c).Addr().Pointer()
 		if _, ok := fields[p]; !ok {
 			t.Errorf("key %s points to no field, or to one already taken", k.name)
 		}

@@ -8,12 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
@@ -37,10 +40,10 @@ const ImplicitFile = "leaf.yaml"
 //
 // With --config=PATH the file must exist; without it, ./leaf.yaml is read when
 // present. -h or --help returns ErrHelp. Every other error starts with
-// "config: " and names the key, flag or file at fault; several validation
-// errors are joined into one.
+// "config: " and names the key, flag or file at fault; several errors are
+// joined into one.
 func Load(args []string, environ []string) (Config, error) {
-	fset, raw, configPath, help := newFlagSet()
+	fset, settings, configPath, help := newFlagSet()
 	if err := fset.Parse(args); err != nil {
 		return Config{}, flagError(err)
 	}
@@ -52,7 +55,6 @@ func Load(args []string, environ []string) (Config, error) {
 	}
 
 	v := viper.New()
-	var cfg Config
 	path, explicit := *configPath, fset.Changed("config")
 	if explicit && path == "" {
 		return Config{}, errors.New("config: --config: empty path")
@@ -60,13 +62,18 @@ func Load(args []string, environ []string) (Config, error) {
 	if !explicit {
 		path = ImplicitFile
 	}
+	file := ""
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		if err := readFile(v, path, data); err != nil {
-			return Config{}, err
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+			if pe, ok := errors.AsType[viper.ConfigParseError](err); ok {
+				err = pe.Unwrap() // drop viper's "While parsing config:"
+			}
+			return Config{}, fmt.Errorf("config: %s: %w", path, err)
 		}
-		cfg.File = path
+		file = path
 	case !explicit && errors.Is(err, fs.ErrNotExist):
 		// No ./leaf.yaml: defaults, environment and flags only.
 	case explicit:
@@ -74,39 +81,48 @@ func Load(args []string, environ []string) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	errs := noValues(v, file)
 
-	// viper's AutomaticEnv reads the process environment, which tests cannot
-	// inject in parallel: the environment and then the flags are set as
-	// overrides instead, the flag last so it wins. origin remembers who set
-	// each key, so that an error names what the user wrote.
-	def, env := Default(), envMap(environ)
-	errs := unknownEnv(env)
-	origin := fileLines(cfg.File, data)
+	// origin remembers who set each key, so that an error names what the
+	// user wrote: the file's line, the variable or the flag.
+	env := envMap(environ)
+	errs = append(errs, unknownEnv(env)...)
+	origin := fileLines(file, data)
+	envLayer := make(map[string]any)
 	for _, k := range keys() {
-		v.SetDefault(k.name, reflect.ValueOf(k.field(&def)).Elem().Interface())
 		if val, ok := env[envName(k.name)]; ok {
-			v.Set(k.name, val)
+			sec, name, _ := strings.Cut(k.name, ".")
+			if envLayer[sec] == nil {
+				envLayer[sec] = make(map[string]any)
+			}
+			envLayer[sec].(map[string]any)[name] = val
 			origin[k.name] = envName(k.name) + " (" + k.name + ")"
 		}
 		if fset.Changed(k.name) {
-			v.Set(k.name, raw[k.name].text)
 			origin[k.name] = "--" + k.name
 		}
 	}
-	name := func(key string) string { return cmp.Or(origin[key], key) }
+	// The environment is given, not read (viper's AutomaticEnv reads the
+	// process's, which tests cannot set in parallel): merged over the
+	// file's values, it sits where AutomaticEnv would, under the flags.
+	if err := v.MergeConfigMap(envLayer); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	// The flags, set or not: an unset one gives its default, Default's.
+	if err := v.BindPFlags(settings); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	v.Set("segment.auto_create", autoCreateValue(v.Get("segment.auto_create")))
 
-	for _, k := range keys() {
-		raw := v.Get(k.name)
-		if k.name == "segment.auto_create" {
-			raw = autoCreateValue(raw)
-		}
-		if err := assign(k.field(&cfg), raw); err != nil {
-			errs = append(errs, fmt.Errorf("config: %s: %w", name(k.name), err))
-		}
+	var cfg Config
+	if err := v.UnmarshalExact(&cfg, decoding); err != nil {
+		errs = append(errs, decodeErrors(err, v, file, origin)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
 	}
+	cfg.File = file
+	name := func(key string) string { return cmp.Or(origin[key], key) }
 	if err := cfg.readSecrets(name); err != nil {
 		return Config{}, err
 	}
@@ -114,6 +130,176 @@ func Load(args []string, environ []string) (Config, error) {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// decoding sets how viper's values become Config's fields. Not weakly
+// typed: YAML turns an unquoted 0123 into 83, and a password or a path
+// must not take it. Text (the environment, the flags, quoted YAML) is
+// parsed by mapstructure's hooks, blanks around it ignored; a number is a
+// duration only when it is 0, and an integer only when it is whole (YAML
+// reads 1e6 as a float).
+func decoding(c *mapstructure.DecoderConfig) {
+	c.WeaklyTypedInput = false
+	c.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+		func(f, t reflect.Type, data any) (any, error) {
+			if f.Kind() == reflect.String && t.Kind() != reflect.String {
+				return strings.TrimSpace(data.(string)), nil
+			}
+			return data, nil
+		},
+		mapstructure.StringToTimeDurationHookFunc(),
+		func(f, t reflect.Type, data any) (any, error) {
+			if t != reflect.TypeFor[time.Duration]() || f == t || f.Kind() == reflect.String {
+				return data, nil
+			}
+			if n, ok := data.(int); ok && n == 0 {
+				return time.Duration(0), nil
+			}
+			return nil, errors.New("a duration needs a unit")
+		},
+		mapstructure.StringToBasicTypeHookFunc(),
+		func(f, t reflect.Type, data any) (any, error) {
+			if f.Kind() != reflect.Float64 || (t.Kind() != reflect.Int && t.Kind() != reflect.Int64) {
+				return data, nil
+			}
+			if x := data.(float64); x == math.Trunc(x) && x >= math.MinInt64 && x < math.MaxInt64 {
+				return int64(x), nil
+			}
+			return nil, errors.New("not a whole number")
+		},
+	)
+}
+
+// decodeErrors turns mapstructure's errors into leaf's: an unknown key in
+// the file, with the closest known one; a section that is not one; a value
+// that is not of its key's type, named by where it was set.
+func decodeErrors(err error, v *viper.Viper, file string, origin map[string]string) []error {
+	type keyErr struct {
+		key string
+		err error
+	}
+	var out []keyErr
+	unknown := func(name string) {
+		// A key under an unknown name is named whole: segments.loaders.
+		for _, k := range v.AllKeys() {
+			if (k == name || strings.HasPrefix(k, name+".")) && !known(k) {
+				out = append(out, keyErr{k, unknownKey(file, k)})
+			}
+		}
+	}
+	for _, de := range decodeLeaves(err) {
+		key, cause := de.Name(), de.Unwrap()
+		raw := v.Get(key)
+		if list, ok := strings.CutPrefix(cause.Error(), "has invalid keys: "); ok {
+			for k := range strings.SplitSeq(list, ", ") {
+				unknown(strings.TrimPrefix(key+"."+k, "."))
+			}
+			continue
+		}
+		if slices.Contains(sections(), key) {
+			out = append(out, keyErr{key, fmt.Errorf("config: %s: %s: must be a section of keys, got %v", file, key, raw)})
+			continue
+		}
+		out = append(out, keyErr{key, fmt.Errorf("config: %s: %s", cmp.Or(origin[key], key), badValue(key, raw))})
+	}
+	order := make(map[string]int)
+	for i, k := range keys() {
+		order[k.name] = i
+	}
+	rank := func(s string) int {
+		if i, ok := order[s]; ok {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(out, func(a, b keyErr) int {
+		return cmp.Or(cmp.Compare(rank(a.key), rank(b.key)), strings.Compare(a.key, b.key))
+	})
+	errs := make([]error, 0, len(out))
+	for _, e := range out {
+		errs = append(errs, e.err)
+	}
+	return errs
+}
+
+// decodeLeaves returns the innermost of mapstructure's errors in err: one
+// per key at fault.
+func decodeLeaves(err error) []*mapstructure.DecodeError {
+	var inner []error
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		inner = e.Unwrap()
+	case interface{ Unwrap() error }:
+		inner = []error{e.Unwrap()}
+	}
+	var out []*mapstructure.DecodeError
+	for _, e := range inner {
+		out = append(out, decodeLeaves(e)...)
+	}
+	if de, ok := err.(*mapstructure.DecodeError); ok && len(out) == 0 {
+		out = append(out, de)
+	}
+	return out
+}
+
+// badValue says what the value raw of key should have been.
+func badValue(key string, raw any) string {
+	text := fmt.Sprint(raw)
+	var def Config
+	for _, k := range keys() {
+		if k.name != key {
+			continue
+		}
+		switch k.field(&def).Interface().(type) {
+		case string:
+			return fmt.Sprintf("want a string, got %T %v (quote it)", raw, raw)
+		case bool:
+			return fmt.Sprintf("invalid boolean %q (want true or false)", text)
+		case int, int64:
+			return fmt.Sprintf("invalid integer %q", text)
+		case float64:
+			return fmt.Sprintf("invalid number %q", text)
+		case time.Duration:
+			return fmt.Sprintf("invalid duration %q", text)
+		}
+	}
+	return fmt.Sprintf("invalid value %q", text)
+}
+
+// noValues refuses the file's keys written with no value, which viper
+// would pass over for the default, and keys under a key, which it would
+// decode as an empty value. v holds the file alone.
+func noValues(v *viper.Viper, file string) []error {
+	var errs []error
+	for _, name := range v.AllKeys() {
+		parts := strings.SplitN(name, ".", 3)
+		switch {
+		case len(parts) == 3 && known(parts[0]+"."+parts[1]):
+			// server.addr.host: a key holds a value, not keys.
+			errs = append(errs, unknownKey(file, name))
+		case v.Get(name) != nil || slices.Contains(sections(), name):
+			// "server:" with nothing under it is an empty section: fine.
+		case !known(name):
+			errs = append(errs, unknownKey(file, name))
+		default:
+			errs = append(errs, fmt.Errorf(`config: %s: %s: no value (write "" for an empty string, or remove the line for the default)`, file, name))
+		}
+	}
+	return errs
+}
+
+// known reports whether name is a key.
+func known(name string) bool {
+	return slices.ContainsFunc(keys(), func(k key) bool { return k.name == name })
+}
+
+// unknownKey is the error of a key of the file that leaf does not know.
+func unknownKey(file, name string) error {
+	msg := fmt.Sprintf("config: %s: unknown key %q", file, name)
+	if s := suggest(name); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return errors.New(msg)
 }
 
 // unknownEnv refuses the LEAF_* variables that name no key: a mistyped
@@ -210,21 +396,17 @@ func Usage(program string) string {
 	return b.String()
 }
 
-// flagValue holds a flag's text as given; parsing and its errors happen with
-// the other sources' values in assign, so a bad value reads the same wherever
-// it came from.
-type flagValue struct {
-	typ  string // shown in --help: string, bool, int, float, duration
-	text string
+// IsBoolFlag reports whether name ("store.create_schema") is a boolean
+// setting, whose flag takes no separate value word.
+func IsBoolFlag(name string) bool {
+	_, settings, _, _ := newFlagSet()
+	f := settings.Lookup(name)
+	return f != nil && f.Value.Type() == "bool"
 }
 
-func (f *flagValue) String() string     { return f.text }
-func (f *flagValue) Set(s string) error { f.text = s; return nil }
-func (f *flagValue) Type() string       { return f.typ }
-
-// newFlagSet defines --config, -h/--help and one flag per key, its default
-// shown in --help. raw maps each key to its flag's value.
-func newFlagSet() (fset *pflag.FlagSet, raw map[string]*flagValue, configPath *string, help *bool) {
+// newFlagSet defines --config, -h/--help and, in settings, one flag per
+// key of its field's type, with Default's value as its default.
+func newFlagSet() (fset, settings *pflag.FlagSet, configPath *string, help *bool) {
 	fset = pflag.NewFlagSet("leaf", pflag.ContinueOnError)
 	fset.SortFlags = false
 	fset.SetOutput(io.Discard) // Load prints nothing; errors are returned
@@ -232,27 +414,42 @@ func newFlagSet() (fset *pflag.FlagSet, raw map[string]*flagValue, configPath *s
 	configPath = fset.String("config", "", "YAML configuration file; must exist (default ./leaf.yaml if present)")
 	help = fset.BoolP("help", "h", false, "print this help and exit")
 
+	settings = pflag.NewFlagSet("settings", pflag.ContinueOnError)
+	settings.SortFlags = false
 	def := Default()
-	raw = make(map[string]*flagValue)
 	for _, k := range keys() {
-		typ, text := describe(k.field(&def))
-		fv := &flagValue{typ: typ, text: text}
-		raw[k.name] = fv
-		fl := fset.VarPF(fv, k.name, "", k.usage)
-		if typ == "bool" {
-			fl.NoOptDefVal = "true" // --segment.auto_create means =true
+		switch d := k.field(&def).Interface().(type) {
+		case string:
+			settings.String(k.name, d, k.usage)
+		case bool:
+			settings.Bool(k.name, d, k.usage)
+		case int:
+			settings.Int(k.name, d, k.usage)
+		case int64:
+			settings.Int64(k.name, d, k.usage)
+		case float64:
+			settings.Float64(k.name, d, k.usage)
+		case time.Duration:
+			settings.Duration(k.name, d, k.usage)
+			settings.Lookup(k.name).DefValue = formatDuration(d) // 15m, not 15m0s
+		default:
+			panic(fmt.Sprintf("config: %s: field of unsupported type %T", k.name, d))
 		}
 	}
-	return fset, raw, configPath, help
+	fset.AddFlagSet(settings)
+	return fset, settings, configPath, help
 }
 
-// flagError prefixes a pflag error and, for an unknown flag, suggests the
-// closest key.
+// flagError prefixes a pflag error; for an unknown flag it suggests the
+// closest key, for a bad value it reads as the other sources' do.
 func flagError(err error) error {
 	if nf, ok := errors.AsType[*pflag.NotExistError](err); ok {
 		if s := suggest(nf.GetSpecifiedName()); s != "" {
 			return fmt.Errorf("config: %w (did you mean --%s?)", err, s)
 		}
+	}
+	if iv, ok := errors.AsType[*pflag.InvalidValueError](err); ok {
+		return fmt.Errorf("config: --%s: %s", iv.GetFlag().Name, badValue(iv.GetFlag().Name, iv.GetValue()))
 	}
 	return fmt.Errorf("config: %w", err)
 }
@@ -268,66 +465,6 @@ func envMap(environ []string) map[string]string {
 		}
 	}
 	return m
-}
-
-// readFile parses the YAML file into v and rejects what is not a known key.
-// It runs before any default is set, so v.AllKeys is the file's keys alone.
-func readFile(v *viper.Viper, path string, data []byte) error {
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		if pe, ok := errors.AsType[viper.ConfigParseError](err); ok {
-			err = pe.Unwrap() // drop viper's "While parsing config:"
-		}
-		return fmt.Errorf("config: %s: %w", path, err)
-	}
-	known := make(map[string]bool)
-	for _, k := range keys() {
-		known[k.name] = true
-	}
-	isSection := make(map[string]bool)
-	for _, s := range sections() {
-		isSection[s] = true
-	}
-	var errs []error
-	for _, name := range sortedKeys(v.AllKeys()) {
-		val := v.Get(name)
-		switch {
-		case isSection[name]:
-			// "server:" with nothing under it is an empty section: fine.
-			if val != nil {
-				errs = append(errs, fmt.Errorf("config: %s: %s: must be a section of keys, got %v", path, name, val))
-			}
-		case !known[name]:
-			msg := fmt.Sprintf("config: %s: unknown key %q", path, name)
-			if s := suggest(name); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			errs = append(errs, errors.New(msg))
-		case val == nil:
-			errs = append(errs, fmt.Errorf(`config: %s: %s: no value (write "" for an empty string, or remove the line for the default)`, path, name))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// sortedKeys returns the names in leaf.yaml's key order, unknown ones last
-// in alphabetical order, so errors come out in a stable order.
-func sortedKeys(names []string) []string {
-	order := make(map[string]int)
-	for i, k := range keys() {
-		order[k.name] = i
-	}
-	rank := func(s string) int {
-		if i, ok := order[s]; ok {
-			return i
-		}
-		return len(order)
-	}
-	out := slices.Clone(names)
-	slices.SortFunc(out, func(a, b string) int {
-		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b))
-	})
-	return out
 }
 
 // suggest returns the known key closest to name, or "" when none is close.

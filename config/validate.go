@@ -278,3 +278,19 @@ func checkAnnounce(addr string) error {
 // Loopback reports whether addr (host:port) listens on loopback only: a
 // loopback address or "localhost". An empty host (every interface) is not.
 func Loopback(addr string) bool { return loopback(addr) }
+
+// formatDuration writes d without zero tails: 15m, not 15m0s; 1h, not
+// 1h0m0s; 0, not 0s.
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0" // as leaf.yaml writes it; --help hides a zero default
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

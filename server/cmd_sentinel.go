@@ -166,10 +166,14 @@ func (s *Server) master() cluster.Shard {
 	return m.Shards[m.Self]
 }
 
+// DefaultSentinelMaster is the master name SENTINEL MASTERS lists when
+// Options.SentinelMasters is empty: the name Redis's own examples use.
+const DefaultSentinelMaster = "mymaster"
+
 // masterNames are the names SENTINEL MASTERS lists.
 func (s *Server) masterNames() []string {
 	if len(s.opts.SentinelMasters) == 0 {
-		return []string{"mymaster"}
+		return []string{DefaultSentinelMaster}
 	}
 	return s.opts.SentinelMasters
 }

@@ -135,7 +135,8 @@ type Options struct {
 	// the address the node registered is given.
 	AnnounceAddr string
 	// SentinelMasters are the master names SENTINEL MASTERS lists; every
-	// other SENTINEL command answers any name. Empty is "mymaster".
+	// other SENTINEL command answers any name. Empty is
+	// DefaultSentinelMaster.
 	SentinelMasters []string
 }
 
