@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -158,33 +157,12 @@ func splitArgs(args []string) (cfg, own []string) {
 			continue
 		}
 		cfg = append(cfg, a)
-		if !hasValue && !isBoolKey(name) && i+1 < len(args) {
+		if !hasValue && !config.IsBoolFlag(name) && i+1 < len(args) {
 			cfg = append(cfg, args[i+1])
 			i++
 		}
 	}
 	return cfg, own
-}
-
-// isBoolKey reports whether the configuration key ("store.create_schema")
-// is a boolean, which takes no separate value word. Keys are matched to
-// config.Config's fields as leaf.yaml spells them (section.snake_case).
-func isBoolKey(name string) bool {
-	sec, key, ok := strings.Cut(name, ".")
-	if !ok {
-		return false
-	}
-	s := looseField(reflect.ValueOf(config.Default()), sec)
-	if !s.IsValid() || s.Kind() != reflect.Struct {
-		return false
-	}
-	f := looseField(s, key)
-	return f.IsValid() && f.Kind() == reflect.Bool
-}
-
-func looseField(v reflect.Value, name string) reflect.Value {
-	want := strings.ReplaceAll(strings.ToLower(name), "_", "")
-	return v.FieldByNameFunc(func(n string) bool { return strings.ToLower(n) == want })
 }
 
 // load reads the configuration and sets up the log: warnings and errors on

@@ -430,6 +430,14 @@ func TestFlags(t *testing.T) {
 			t.Error("--http.pprof did not turn pprof on")
 		}
 	})
+	t.Run("IsBoolFlag", func(t *testing.T) {
+		t.Parallel()
+		for name, want := range map[string]bool{"store.create_schema": true, "http.pprof": true, "store.dsn": false, "segment.load_timeout": false, "store.nope": false} {
+			if got := IsBoolFlag(name); got != want {
+				t.Errorf("IsBoolFlag(%q) = %v, want %v", name, got, want)
+			}
+		}
+	})
 	t.Run("help", func(t *testing.T) {
 		t.Parallel()
 		for _, args := range [][]string{{"-h"}, {"--help"}, {"--server.addr=x:1", "--help"}} {
