@@ -49,17 +49,6 @@ func TestKeysCoverEveryField(t *testing.T) {
 	}
 }
 
-// TestLeafYAMLIsDefaults keeps the documented leaf.yaml and Default equal.
-func TestLeafYAMLIsDefaults(t *testing.T) {
-	t.Parallel()
-	got := mustLoad(t, []string{"--config=../leaf.yaml"}, nil)
-	want := Default()
-	want.File = "../leaf.yaml"
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("../leaf.yaml differs from Default():\n got  %+v\n want %+v", got, want)
-	}
-}
-
 // TestLeafYAMLDocumentsEveryKey checks that leaf.yaml sets every key
 // (not just inherits its default) and comments each one, and that
 // testdata/all.yaml sets every key too.

@@ -11,8 +11,8 @@
 // the admin password, the CLI and the HTTP API, and the Redis monitoring
 // tools teams run against it (Debian's prometheus-redis-exporter,
 // redis-cli --stat, --latency, --scan, --bigkeys). Tests also check the
-// layout: the allocator links no database driver, config imports nothing
-// of leaf, and its defaults are leaf.yaml's and the packages' own.
+// layout: the allocator links no database driver, and config links no
+// store backend.
 //
 // The package has no code beyond this comment. Run it with
 // go test -race ./e2e; the MariaDB tests need LEAF_TEST_MYSQL_DSN (see
