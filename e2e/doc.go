@@ -7,7 +7,8 @@
 // SIGKILL and SIGTERM on a schedule (on Galera too, each server on its own
 // node, and while its nodes are killed), a database crashed, hung and down at
 // start, a database away under a pipeline of new tags (SQLite unable to
-// write among them), a deleted row, passwords kept out of logs, protected mode, TLS,
+// write among them), a database 50 ms away under a burst of INCRs, a
+// deleted row, passwords kept out of logs, protected mode, TLS,
 // the admin password, the CLI and the HTTP API, and the Redis monitoring
 // tools teams run against it (Debian's prometheus-redis-exporter,
 // redis-cli --stat, --latency, --scan, --bigkeys). Tests also check the
@@ -21,5 +22,6 @@
 // LEAF_TEST_GALERA_NODES and LEAF_TEST_GALERA_DIR (see scripts/galera.sh),
 // and fail without them when CI=true. LEAF_TEST_LONG=1 runs the longer
 // variants of the replicated databases' tests; LEAF_CHAOS_PER_EVENT makes
-// a chaos run longer.
+// a chaos run longer; LEAF_TEST_SLOWDB_INCRS sets the INCRs of the burst
+// on a distant database (100,000).
 package e2e

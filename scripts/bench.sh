@@ -24,6 +24,12 @@
 #     the ratios leaf/redis; a line per depth compares Snowflake INCR
 #     with segment INCR, and one per leaf tag and depth gives the median
 #     of the rate ratios leaf/redis within each round.
+#  3. A distant database: redis-benchmark -c 50 -P 1, 300,000 INCRs of one
+#     fresh tag, against leaf on a throwaway MariaDB and a throwaway
+#     PostgreSQL, first directly, then through a proxy that delays every
+#     byte 50 ms each way (internal/cmd/delayproxy, built here): both
+#     rates, their ratio, the max and p99 latencies, and the loads a
+#     request waited for (INFO leaf waited_loads), per database.
 #
 # Everything it starts it stops by PID. Installs redis-server and
 # redis-tools from Debian's packages when missing (as root).
@@ -38,6 +44,11 @@
 #                        count); else one leaf per value, e.g. "1 2"
 #   GO_BENCH=1           0 skips the Go benchmarks
 #   BENCHTIME=1s         go test -benchtime
+#   SLOWDB=1             0 skips the distant database (3.)
+#   SLOWDB_ONLY=0        1 runs the distant database (3.) alone
+#   SLOWDB_DELAY=50ms    its delay each way
+#   SLOWDB_REQUESTS=300000  its INCRs per run
+#   SLOWDB_POSTGRES=1    0 runs it on MariaDB alone
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -49,6 +60,12 @@ SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
 LEAF_GOMAXPROCS=${LEAF_GOMAXPROCS:-}
 GO_BENCH=${GO_BENCH:-1}
 BENCHTIME=${BENCHTIME:-1s}
+SLOWDB=${SLOWDB:-1}
+SLOWDB_ONLY=${SLOWDB_ONLY:-0}
+SLOWDB_DELAY=${SLOWDB_DELAY:-50ms}
+SLOWDB_REQUESTS=${SLOWDB_REQUESTS:-300000}
+SLOWDB_POSTGRES=${SLOWDB_POSTGRES:-1}
+[ "$SLOWDB_ONLY" != 1 ] || GO_BENCH=0
 
 need_pkgs redis-benchmark redis-tools
 need_pkgs redis-server redis-server
@@ -155,6 +172,90 @@ fi
 echo
 echo "== building leaf"
 CGO_ENABLED=0 go build -trimpath -o "$work/leaf" .
+
+# The distant database: for each database, leaf directly on it, then
+# through delayproxy, one leaf at a time, each on a fresh tag of its own
+# (created by its first INCR), each stopped before the next starts.
+slowdb_bench() (
+	svc=$(mktemp -d)
+	lpid="" ppid=""
+	trap '[ -z "$lpid" ] || stop_pid "$lpid" 30 || true
+		[ -z "$ppid" ] || stop_pid "$ppid" 10 || true
+		scripts/mariadb.sh stop "$svc/mariadb" >/dev/null 2>&1 || true
+		scripts/postgres.sh destroy "$svc/postgres" >/dev/null 2>&1 || true
+		rm -rf "$svc"' EXIT
+	go build -o "$svc/delayproxy" ./internal/cmd/delayproxy
+	local dbs=(MariaDB) db driver dsn target delay run leafdsn port out
+	[ "$SLOWDB_POSTGRES" = 0 ] || dbs+=(PostgreSQL)
+	declare -A rps p99 max waited
+	echo
+	echo "== a distant database: leaf on ${dbs[*]}, directly and $SLOWDB_DELAY each way"
+	for db in "${dbs[@]}"; do
+		if [ "$db" = MariaDB ]; then
+			driver=mysql
+			dsn=$(scripts/mariadb.sh start "$svc/mariadb")
+			dsn=${dsn#*=}
+			target=$(sed -n 's/.*@tcp(\([^)]*\)).*/\1/p' <<<"$dsn")
+		else
+			driver=postgres
+			dsn=$(scripts/postgres.sh start "$svc/postgres")
+			dsn=${dsn#*=}
+			target=$(sed -n 's|.*@\([^/]*\)/.*|\1|p' <<<"$dsn")
+		fi
+		[ -n "$target" ] || { echo "no host:port in the DSN of $db" >&2; exit 1; }
+		for delay in 0 "$SLOWDB_DELAY"; do
+			run=$db/$delay
+			mkdir -p "$svc/$run"
+			leafdsn=$dsn
+			if [ "$delay" != 0 ]; then
+				"$svc/delayproxy" -target "$target" -delay "$delay" >"$svc/$run/proxy" 2>&1 &
+				ppid=$!
+				wait_log "$svc/$run/proxy" '^127\.0\.0\.1:[0-9]' 30 "$ppid" || exit 1
+				leafdsn=${dsn/"$target"/"$(head -1 "$svc/$run/proxy")"}
+			fi
+			(cd "$svc/$run" && exec "$work/leaf" --server.addr=127.0.0.1:0 --store.driver="$driver" \
+				--store.dsn="$leafdsn" --segment.load_timeout=1m) >"$svc/$run/log" 2>&1 &
+			lpid=$!
+			wait_log "$svc/$run/log" 'msg=serving addr=' 60 "$lpid" || exit 1
+			port=$(sed -n 's/.*msg=serving addr=127\.0\.0\.1:\([0-9]*\).*/\1/p' "$svc/$run/log" | head -1)
+			out=$(redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -n "$SLOWDB_REQUESTS" -P 1 --csv INCR "slowdb-$delay" 2>&1) || {
+				echo "redis-benchmark against leaf on $db ($delay each way) failed: $out" >&2
+				exit 1
+			}
+			if grep -q 'Error from server' <<<"$out"; then
+				echo "error replies from leaf on $db ($delay each way): $out" >&2
+				exit 1
+			fi
+			# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+			read -r "rps[$run]" "p99[$run]" "max[$run]" < <(awk -F'"' '$2 ~ /^INCR/ { print $4, $14, $16 }' <<<"$out")
+			waited[$run]=$(redis-cli -h 127.0.0.1 -p "$port" INFO leaf | tr -d '\r' | sed -n 's/^waited_loads://p')
+			echo "leaf on $db, $delay each way: ${rps[$run]} rps, p99 ${p99[$run]} ms, max ${max[$run]} ms, ${waited[$run]} loads waited for"
+			stop_pid "$lpid" 30 || echo "leaf on $db ($delay each way) needed SIGKILL" >&2
+			lpid=""
+			if [ -n "$ppid" ]; then
+				stop_pid "$ppid" 10 || true
+				ppid=""
+			fi
+		done
+	done
+	echo
+	echo "== a distant database: redis-benchmark -c $CLIENTS -P 1, $SLOWDB_REQUESTS INCRs of one fresh tag, no delay and $SLOWDB_DELAY each way"
+	echo "   (loads waited for: INFO leaf waited_loads over the run, the tag's first load included)"
+	echo
+	echo "| database | rps, no delay | rps, $SLOWDB_DELAY each way | rps delayed/direct | max ms, no delay | max ms, delayed | p99 ms, no delay | p99 ms, delayed | loads waited for, no delay | loads waited for, delayed |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for db in "${dbs[@]}"; do
+		local d=$db/0 s=$db/$SLOWDB_DELAY
+		awk -v db="$db" -v dr="${rps[$d]}" -v sr="${rps[$s]}" -v dm="${max[$d]}" -v sm="${max[$s]}" \
+			-v d99="${p99[$d]}" -v s99="${p99[$s]}" -v dw="${waited[$d]}" -v sw="${waited[$s]}" 'BEGIN {
+			printf "| %s | %.0f | %.0f | %.2fx | %.1f | %.1f | %.2f | %.2f | %s | %s |\n", db, dr, sr, (dr > 0 ? sr / dr : 0), dm, sm, d99, s99, dw, sw
+		}'
+	done
+)
+if [ "$SLOWDB_ONLY" = 1 ]; then
+	slowdb_bench
+	exit 0
+fi
 
 # Every key starts here: replies of one length (19 digits) everywhere.
 start=1000000000000000000
@@ -335,3 +436,6 @@ for s in "${servers[@]}"; do
 	w=$(redis-cli -h 127.0.0.1 -p "${port[$s]}" INFO leaf | tr -d '\r' | sed -n 's/^waits://p')
 	echo "$s: requests that waited on the store, warm-up included: ${w:-?}"
 done
+if [ "$SLOWDB" != 0 ]; then
+	slowdb_bench
+fi

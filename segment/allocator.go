@@ -143,6 +143,7 @@ type Allocator struct {
 
 	closed       atomic.Bool
 	waits        atomic.Int64
+	waitedLoads  atomic.Int64 // loads and dedicated ranges a request waited for
 	loadFailures atomic.Int64
 	guardTrips   atomic.Int64
 	guardRepairs atomic.Int64

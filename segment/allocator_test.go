@@ -196,6 +196,57 @@ func TestWaitsForInFlightLoad(t *testing.T) {
 	}
 }
 
+// TestWaitedLoads: requests that wait for one load count as many waits
+// and one waited load; a dedicated range counts one more; a request
+// served from memory counts neither.
+func TestWaitedLoads(t *testing.T) {
+	store := newFakeStore(map[string]int64{"a": 10})
+	hold := faultstore.NewHold()
+	store.Inject(hold.Fault, faultstore.OpTake)
+	a := newTestAllocator(t, store, testOptions(newClock()))
+	tag := mustLookup(t, a, "a")
+
+	const callers = 5
+	ids := make(chan int64, callers)
+	for range callers {
+		go func() {
+			id, err := tag.Next(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- id
+		}()
+	}
+	<-hold.Entered()
+	for a.Stats().Waits < callers { // counted once each holds the load
+		runtime.Gosched()
+	}
+	hold.Release()
+	seen := map[int64]bool{}
+	for range callers {
+		id := <-ids
+		if seen[id] {
+			t.Fatalf("duplicate id %d", id)
+		}
+		seen[id] = true
+	}
+	if st := a.Stats(); st.Waits != callers || st.WaitedLoads != 1 {
+		t.Fatalf("after %d requests waited for the first load: waits %d, waited loads %d; want %d and 1",
+			callers, st.Waits, st.WaitedLoads, callers)
+	}
+	if last := mustNextN(t, tag, 1000); last <= callers {
+		t.Fatalf("INCRBY 1000 = %d, want above %d", last, callers)
+	}
+	if st := a.Stats(); st.WaitedLoads != 2 {
+		t.Fatalf("after a dedicated range: waited loads %d, want 2", st.WaitedLoads)
+	}
+	waitLoad(t, tag)
+	mustNext(t, tag)
+	if st := a.Stats(); st.WaitedLoads != 2 {
+		t.Fatalf("after a request served from memory: waited loads %d, want 2", st.WaitedLoads)
+	}
+}
+
 func TestLoadFailureThenRecovery(t *testing.T) {
 	store := newFakeStore(map[string]int64{"a": 10})
 	down := errors.New("connection refused")

@@ -136,8 +136,13 @@ func (t *Tag) Info() TagInfo {
 
 // Stats are the allocator's totals.
 type Stats struct {
-	Tags         int
-	Waits        int64 // requests that waited on the database
+	Tags  int
+	Waits int64 // requests that waited on the database
+	// WaitedLoads counts the store calls at least one of those requests
+	// waited for: segment loads (however many requests waited for one)
+	// and dedicated ranges (INCRBY beyond a segment). It is how often the
+	// database's latency reached clients, whatever their number.
+	WaitedLoads  int64
 	LoadFailures int64
 	GuardTrips   int64
 	GuardRepairs int64 // ranges the store's persistent guard repaired
@@ -166,6 +171,7 @@ func (a *Allocator) Stats() Stats {
 	s := Stats{
 		Tags:         a.tags.len(),
 		Waits:        a.waits.Load(),
+		WaitedLoads:  a.waitedLoads.Load(),
 		LoadFailures: a.loadFailures.Load(),
 		GuardTrips:   a.guardTrips.Load(),
 		GuardRepairs: a.guardRepairs.Load(),

@@ -28,6 +28,7 @@ type load struct {
 	// Guarded by the tag's mu:
 	low     bool // queued as a background reload, not yet promoted
 	started bool // a worker runs it: the tag's other queue entry, if any, is spent
+	waited  bool // a request waited for it (counted in Stats.WaitedLoads)
 }
 
 // plannedLoad is one load of a group: the tag, its load, and what was

@@ -291,6 +291,7 @@ func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 			if !waited {
 				t.a.waits.Add(1)
 			}
+			t.a.waitedLoads.Add(1) // the dedicated range: this request waits for it alone
 			id, err := t.dedicatedLocked(ctx, n)
 			t.mu.Unlock()
 			return id, err
@@ -303,6 +304,10 @@ func (t *Tag) slow(ctx context.Context, n int64) (int64, error) {
 			}
 		}
 		t.promoteLocked(l)
+		if !l.waited {
+			l.waited = true
+			t.a.waitedLoads.Add(1)
+		}
 		t.mu.Unlock()
 
 		if !waited {

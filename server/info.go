@@ -235,6 +235,7 @@ func (s *Server) infoSection(w *infoWriter, sec string) {
 		w.b.WriteString("# Leaf\r\n")
 		line("tags", st.Tags)
 		line("waits", st.Waits)
+		line("waited_loads", st.WaitedLoads)
 		line("load_failures", st.LoadFailures)
 		line("guard_trips", st.GuardTrips)
 		line("guard_repairs", st.GuardRepairs)

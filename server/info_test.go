@@ -267,6 +267,9 @@ func TestInfoLikeRedis(t *testing.T) {
 		if lv, _ := lby["Stats"].get("keyspace_hits"); lv != "2" {
 			t.Errorf("keyspace_hits %s, want 2", lv)
 		}
+		if lv, _ := lby["Leaf"].get("waited_loads"); lv != "1" {
+			t.Errorf("waited_loads %s, want 1 (the first INCR waited for the first load)", lv)
+		}
 	})
 
 	t.Run("true values", func(t *testing.T) {
