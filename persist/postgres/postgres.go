@@ -178,6 +178,8 @@ func dialect() *sqlstore.Dialect {
 		ReadOnly:      func(err error) bool { return sqlState(err) == readOnlyTransaction },
 		ReadOnlyState: readOnlyState,
 		Returning:     true,
+		// A Take with the guard is one statement, one round trip.
+		OneStatementTake: true,
 		// Connections are recycled below common proxy and server idle
 		// limits.
 		MaxOpenConns:    10,

@@ -213,11 +213,13 @@ func TestAmbiguousCommit(t *testing.T) {
 		name      string
 		cut       postgrestest.Cut
 		guard     bool
+		lowered   bool  // max_id lowered by hand to 5, below the guard: the Take is a transaction that repairs
 		wantMaxID int64 // after the lost Take of [11, 21)
 	}{
-		{"CommittedTx", postgrestest.AfterCommit, true, 21},
-		{"CommittedStatement", postgrestest.AfterCommit, false, 21},
-		{"RolledBack", postgrestest.BeforeCommit, true, 11},
+		{"CommittedStatement", postgrestest.AfterCommit, true, false, 21},
+		{"CommittedStatementNoGuard", postgrestest.AfterCommit, false, false, 21},
+		{"CommittedTx", postgrestest.AfterCommit, true, true, 21},
+		{"RolledBack", postgrestest.BeforeCommit, true, true, 5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,6 +228,11 @@ func TestAmbiguousCommit(t *testing.T) {
 			p := postgrestest.NewProxy(t, postgrestest.Addr(t, dsn))
 			s := openStore(t, postgrestest.WithAddr(t, dsn, p.Addr()), tc.guard)
 			raw := openRaw(t, dsn)
+			if tc.lowered {
+				if _, err := raw.ExecContext(t.Context(), `UPDATE leaf_alloc SET max_id = 5 WHERE biz_tag = 't'`); err != nil {
+					t.Fatal(err)
+				}
+			}
 
 			p.Arm(tc.cut)
 			_, err := s.Take(t.Context(), "t", 0)
@@ -241,9 +248,54 @@ func TestAmbiguousCommit(t *testing.T) {
 				t.Fatalf("max_id after the lost Take = %d, want %d (taken once, never twice)", got, tc.wantMaxID)
 			}
 			want := persist.Range{Start: tc.wantMaxID, End: tc.wantMaxID + 10, Step: 10}
+			if tc.wantMaxID < 11 { // below the guard: repaired
+				want = persist.Range{Start: 11, End: 21, Step: 10, Repaired: true, Answered: tc.wantMaxID}
+			}
 			if r, err := s.Take(t.Context(), "t", 0); err != nil || r != want {
 				t.Fatalf("next Take = %+v, %v; want %+v", r, err, want)
 			}
 		})
+	}
+}
+
+// TestOneStatementTakeBelowLockedGuard: the guard is raised by another
+// transaction while a one-statement Take waits for its row: the Take finds
+// its range below the guard once it holds the row, leaves that range
+// unused and takes the next one above the guard, repaired.
+func TestOneStatementTakeBelowLockedGuard(t *testing.T) {
+	t.Parallel()
+	dsn := postgrestest.DSN(t)
+	s := openStore(t, dsn, true) // max_id 11, guard 11
+	raw := openRaw(t, dsn)
+
+	other, err := raw.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	if _, err := other.ExecContext(t.Context(), `UPDATE leaf_guard SET high = 1000 WHERE biz_tag = 't'`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		r   persist.Range
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := s.Take(context.Background(), "t", 0)
+		done <- result{r, err}
+	}()
+	waitLockWait(t, raw)
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	// [11, 21) was reserved by the statement and is never handed out.
+	want := persist.Range{Start: 1000, End: 1010, Step: 10, Repaired: true, Answered: 21}
+	if res.err != nil || res.r != want {
+		t.Fatalf("Take = %+v, %v; want %+v", res.r, res.err, want)
+	}
+	if got := maxID(t, raw, "t"); got != 1010 {
+		t.Fatalf("max_id = %d, want 1010", got)
 	}
 }

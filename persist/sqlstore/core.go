@@ -115,6 +115,18 @@ type Dialect struct {
 	// Returning: the database has UPDATE ... RETURNING. Without the
 	// persistent guard, a Take is then that one statement.
 	Returning bool
+	// OneStatementTake: with the guard too, a Take is one statement in no
+	// transaction: the database has data-modifying common table
+	// expressions and INSERT ... ON CONFLICT ... DO UPDATE ... WHERE
+	// (PostgreSQL). Needs Returning.
+	OneStatementTake bool
+	// Batched: statements may be sent together, separated by semicolons,
+	// with their parameters in the text, and SELECT ROW_COUNT() counts the
+	// rows the statement before changed (MySQL and MariaDB with the
+	// driver's multiStatements and interpolateParams). A Take with the
+	// guard is then two round trips, its statements and COMMIT, where
+	// Verify is not set.
+	Batched bool
 	// NoTable tells the error of a query on a missing table.
 	NoTable func(error) bool
 	// Denied tells the error of a statement the user lacks a privilege
@@ -287,13 +299,18 @@ type statements struct {
 	checkAlloc, checkGuard       string
 	takeSize, takeStep, readTake string
 	takeSizeRet, takeStepRet     string // with RETURNING max_id, step
-	ensureGuard, readGuarded     string
-	moveRange, raiseGuard        string
-	tags, readTag, exists        string
-	tagsMode, readTagMode        string // with leaf_mode's columns
-	insertIfAbsent               string
-	giveBack, lowerGuard         string
-	setStep, raiseFloor          string
+	// With the guard raised in the same statement (OneStatementTake)
+	// or batch (Batched).
+	takeSizeGuarded, takeStepGuarded string
+	takeSizeBatch, takeStepBatch     string
+	moveRangeBatch, raiseGuardBatch  string // and their counts, then COMMIT
+	ensureGuard, readGuarded         string
+	moveRange, raiseGuard            string
+	tags, readTag, exists            string
+	tagsMode, readTagMode            string // with leaf_mode's columns
+	insertIfAbsent                   string
+	giveBack, lowerGuard             string
+	setStep, raiseFloor              string
 }
 
 func newStatements(d *Dialect) statements {
@@ -310,27 +327,63 @@ func newStatements(d *Dialect) statements {
 	takeStep := `UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP
 			WHERE biz_tag = ? AND step > 0 AND max_id <= ` + strconv.FormatInt(math.MaxInt64, 10) +
 		` - (CASE WHEN step > 0 THEN step ELSE 0 END)`
+	// The one-statement take with the guard: max_id moves only when the
+	// range starts at or above the guard (else no row: the transaction
+	// repairs it), and the guard row is inserted or raised to the new
+	// max_id, only where the range starts at or above the guard as it is
+	// once locked (raised is NULL otherwise, in a race with a row lowered
+	// meanwhile, and the range goes unused). The UPDATE of leaf_alloc runs
+	// first, as g reads its rows: the same lock order as every other path.
+	guardedRet := func(take, start string) string {
+		return rebind(`WITH a AS (` + take + `
+				AND max_id >= COALESCE((SELECT high FROM leaf_guard WHERE biz_tag = ?), max_id)
+				RETURNING biz_tag, max_id, step, ` + start + ` AS start),
+			g AS (INSERT INTO leaf_guard (biz_tag, high) SELECT biz_tag, max_id FROM a
+				ON CONFLICT (biz_tag) DO UPDATE SET high = EXCLUDED.high
+				WHERE leaf_guard.high <= (SELECT start FROM a) RETURNING TRUE AS raised)
+			SELECT a.max_id, a.step, g.raised FROM a LEFT JOIN g ON TRUE`)
+	}
+	moveRange := `UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
+			WHERE biz_tag = ? AND max_id = ?`
+	raiseGuard := `UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high < ?
+			AND (SELECT a.max_id FROM leaf_alloc a WHERE a.biz_tag = ?) >= ?`
+	readGuarded := `SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
+			WHERE a.biz_tag = ? AND g.biz_tag = ?` + d.ForUpdate
+	// The batched take with the guard, its first round trip: the UPDATE
+	// and its count, the guard row made to exist, the row read back (a
+	// plain read, which sees the UPDATE, and takes no lock where the row
+	// is missing: a gap lock there would hold off the INSERT that
+	// re-creates it) and the guard read with a lock.
+	batch := func(take string) string {
+		return rebind(`START TRANSACTION; ` + take + `; SELECT ROW_COUNT(); ` +
+			insertGuard + `(?, ?)` + d.IgnoreDuplicate + `; ` +
+			`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?; ` +
+			`SELECT high FROM leaf_guard WHERE biz_tag = ?` + d.ForUpdate)
+	}
 	return statements{
-		checkAlloc:  `SELECT ` + columns + ` FROM leaf_alloc WHERE 1 = 0`,
-		checkGuard:  `SELECT biz_tag, high FROM leaf_guard WHERE 1 = 0`,
-		takeSize:    rebind(takeSize),
-		takeStep:    rebind(takeStep),
-		takeSizeRet: rebind(takeSize + ` RETURNING max_id, step`),
-		takeStepRet: rebind(takeStep + ` RETURNING max_id, step`),
-		readTake:    rebind(`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`),
-		ensureGuard: rebind(insertGuard + `(?, ?)` + d.IgnoreDuplicate),
-		readGuarded: rebind(`SELECT a.max_id, a.step, g.high FROM leaf_alloc a, leaf_guard g
-			WHERE a.biz_tag = ? AND g.biz_tag = ?` + d.ForUpdate),
-		moveRange: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
-			WHERE biz_tag = ? AND max_id = ?`),
-		raiseGuard: rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high < ?
-			AND (SELECT a.max_id FROM leaf_alloc a WHERE a.biz_tag = ?) >= ?`),
-		tags:           `SELECT ` + columns + ` FROM leaf_alloc ORDER BY biz_tag`,
-		readTag:        rebind(`SELECT ` + columns + ` FROM leaf_alloc WHERE biz_tag = ?`),
-		tagsMode:       `SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag ORDER BY a.biz_tag`,
-		readTagMode:    rebind(`SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag WHERE a.biz_tag = ?`),
-		exists:         rebind(`SELECT 1 FROM leaf_alloc WHERE biz_tag = ?`),
-		insertIfAbsent: rebind(insertAlloc + `(?, 1, ?, ?, CURRENT_TIMESTAMP)` + d.IgnoreDuplicate),
+		takeSizeGuarded: guardedRet(takeSize, `max_id - ?`),
+		takeStepGuarded: guardedRet(takeStep, `max_id - step`),
+		takeSizeBatch:   batch(takeSize),
+		takeStepBatch:   batch(takeStep),
+		checkAlloc:      `SELECT ` + columns + ` FROM leaf_alloc WHERE 1 = 0`,
+		checkGuard:      `SELECT biz_tag, high FROM leaf_guard WHERE 1 = 0`,
+		takeSize:        rebind(takeSize),
+		takeStep:        rebind(takeStep),
+		takeSizeRet:     rebind(takeSize + ` RETURNING max_id, step`),
+		takeStepRet:     rebind(takeStep + ` RETURNING max_id, step`),
+		readTake:        rebind(`SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?`),
+		ensureGuard:     rebind(insertGuard + `(?, ?)` + d.IgnoreDuplicate),
+		readGuarded:     rebind(readGuarded),
+		moveRangeBatch:  rebind(moveRange + `; SELECT ROW_COUNT(); ` + raiseGuard + `; SELECT ROW_COUNT(); COMMIT`),
+		raiseGuardBatch: rebind(raiseGuard + `; SELECT ROW_COUNT(); COMMIT`),
+		moveRange:       rebind(moveRange),
+		raiseGuard:      rebind(raiseGuard),
+		tags:            `SELECT ` + columns + ` FROM leaf_alloc ORDER BY biz_tag`,
+		readTag:         rebind(`SELECT ` + columns + ` FROM leaf_alloc WHERE biz_tag = ?`),
+		tagsMode:        `SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag ORDER BY a.biz_tag`,
+		readTagMode:     rebind(`SELECT ` + modeColumns + ` FROM leaf_alloc a LEFT JOIN leaf_mode m ON m.biz_tag = a.biz_tag WHERE a.biz_tag = ?`),
+		exists:          rebind(`SELECT 1 FROM leaf_alloc WHERE biz_tag = ?`),
+		insertIfAbsent:  rebind(insertAlloc + `(?, 1, ?, ?, CURRENT_TIMESTAMP)` + d.IgnoreDuplicate),
 		giveBack: rebind(`UPDATE leaf_alloc SET max_id = ?, update_time = CURRENT_TIMESTAMP
 			WHERE biz_tag = ? AND max_id = ?`),
 		lowerGuard: rebind(`UPDATE leaf_guard SET high = ? WHERE biz_tag = ? AND high = ?`),
@@ -581,188 +634,6 @@ func (c *Core) ambiguous(err error) error {
 	}
 	if (c.d.Ambiguous != nil && c.d.Ambiguous(err)) || (c.isUnavailable(err) && !c.d.Retryable(err)) {
 		return fmt.Errorf("%w: %w", persist.ErrAmbiguous, c.Wrap(err))
-	}
-	return err
-}
-
-// Take reserves the next range of tag: max_id += size (the row's step when
-// size <= 0) and reads max_id back, in one transaction. With the persistent
-// guard on, a range below leaf_guard.high is repaired in the same
-// transaction (see guardTake; Range.Repaired). ErrNotFound when the tag has
-// no row; ErrOverflow, with the row unchanged, when max_id would pass
-// math.MaxInt64; ErrInvalid for a bad tag, or when size <= 0 and the row's
-// step is not positive.
-func (c *Core) Take(ctx context.Context, tag string, size int64) (persist.Range, error) {
-	if err := persist.CheckTag(tag); err != nil {
-		return persist.Range{}, fmt.Errorf("take %q: %w", tag, err)
-	}
-	var r persist.Range
-	attempts := 0
-	err := c.write(ctx, "take", tag, func(ctx context.Context) error {
-		attempts++
-		if c.d.Returning && !c.guard {
-			if ok, err := c.takeReturning(ctx, tag, size, &r); ok || err != nil {
-				return err
-			}
-			// No row matched: the transaction below tells why.
-		}
-		// A take that returns a range changed rows; one that returns an
-		// answer was rolled back.
-		return c.inTxWrote(ctx, func(tx *sql.Tx) error {
-			var answer, err error
-			r, answer, err = c.takeIn(ctx, tx, tag, size)
-			if err != nil {
-				return err
-			}
-			return answer
-		}, func() bool { return true })
-	})
-	if err != nil {
-		return persist.Range{}, err
-	}
-	r.Retries = attempts - 1
-	return r, nil
-}
-
-// takeIn is Take's work in tx. answer is the tag's own failure (no row,
-// an overflow, a step that is not positive), found before anything was
-// written, so tx may go on with other tags; err is any other failure
-// (errRowRaced included), after which tx must be rolled back.
-func (c *Core) takeIn(ctx context.Context, tx *sql.Tx, tag string, size int64) (r persist.Range, answer, err error) {
-	var n int64
-	if size > 0 {
-		n, err = affected(ctx, tx, c.q.takeSize, size, tag, math.MaxInt64-size)
-	} else {
-		n, err = affected(ctx, tx, c.q.takeStep, tag)
-	}
-	if err != nil {
-		return persist.Range{}, nil, err
-	}
-	guarded := c.guard && n == 1
-	var maxID, step int64
-	high := int64(noGuard)
-	if guarded {
-		maxID, step, high, err = c.readGuarded(ctx, tx, tag)
-	} else {
-		err = tx.QueryRowContext(ctx, c.q.readTake, tag).Scan(&maxID, &step)
-	}
-	switch {
-	case errors.Is(err, sql.ErrNoRows) && n == 0:
-		return persist.Range{}, persist.ErrNotFound, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return persist.Range{}, nil, persist.ErrNotFound // the row vanished under its lock: roll back
-	case err != nil:
-		return persist.Range{}, nil, err
-	case n != 1:
-		if size <= 0 && step <= 0 {
-			return persist.Range{}, fmt.Errorf("%w: the row's step is %d", persist.ErrInvalid, step), nil
-		}
-		if s := cmp.Or(max(size, 0), step); maxID <= math.MaxInt64-s {
-			// The UPDATE met no row, the read found one that fits:
-			// created between the two (a re-created row, read at READ
-			// COMMITTED). Run it again.
-			return persist.Range{}, nil, errRowRaced
-		}
-		return persist.Range{}, fmt.Errorf("%w: max_id is %d", persist.ErrOverflow, maxID), nil
-	}
-	s := size
-	if s <= 0 {
-		s = step
-	}
-	r = persist.Range{Start: maxID - s, End: maxID, Step: step}
-	if guarded {
-		err = c.guardTake(ctx, tx, tag, high, &r)
-	}
-	return r, nil, err
-}
-
-// takeReturning is Take as one statement, UPDATE ... RETURNING, in no
-// transaction of its own (Dialect.Returning, the guard off). ok is false
-// when no row matched: the tag is missing, or max_id would overflow.
-func (c *Core) takeReturning(ctx context.Context, tag string, size int64, r *persist.Range) (ok bool, err error) {
-	if err := ctx.Err(); err != nil {
-		return false, err // not sent: certainly not taken
-	}
-	var row *sql.Row
-	if size > 0 {
-		row = c.db.QueryRowContext(ctx, c.q.takeSizeRet, size, tag, math.MaxInt64-size)
-	} else {
-		row = c.db.QueryRowContext(ctx, c.q.takeStepRet, tag)
-	}
-	var maxID, step int64
-	switch err := row.Scan(&maxID, &step); {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, c.ambiguous(err)
-	}
-	s := size
-	if s <= 0 {
-		s = step
-	}
-	*r = persist.Range{Start: maxID - s, End: maxID, Step: step}
-	return true, nil
-}
-
-// errRowRaced: the row appeared between a Take's UPDATE and its read, or
-// a row the transaction holds did not take a compare-and-set.
-var errRowRaced = errors.New("persist: the row was created during the take")
-
-// noGuard is the high of a guard row that Take has just inserted: no range
-// was handed out before. Take always raises it before it commits.
-const noGuard = math.MinInt64
-
-// readGuarded reads the tag's max_id and step back after Take's UPDATE,
-// with leaf_guard.high, in tx. It runs after that UPDATE, so the row lock of
-// leaf_alloc (or SQLite's write lock) is always taken first, as in
-// GiveBack: the two never deadlock.
-//
-// The guard row is made to exist first (high = noGuard when it did not)
-// and then read with a locking read (FOR UPDATE, but for SQLite, whose
-// write lock was taken at BEGIN): a locking read sees the latest committed
-// high on every backend, where a plain read may see an older snapshot
-// (TiDB reads at the transaction's start); and as the row exists, InnoDB
-// locks that row only, where a locking read of a missing key takes a gap
-// lock that would make the first Takes of different tags deadlock.
-func (c *Core) readGuarded(ctx context.Context, tx *sql.Tx, tag string) (maxID, step, high int64, err error) {
-	if _, err = tx.ExecContext(ctx, c.q.ensureGuard, tag, int64(noGuard)); err != nil {
-		return 0, 0, 0, err
-	}
-	err = tx.QueryRowContext(ctx, c.q.readGuarded, tag, tag).Scan(&maxID, &step, &high)
-	return maxID, step, high, err
-}
-
-// guardTake applies the persistent guard to r, the range Take has just
-// reserved in tx, given high, the guard it read. When r starts below high,
-// the row went below IDs leaf already handed out (deleted and re-created,
-// restored from a backup, lowered by hand): the range is moved up to
-// [high, high+size) and max_id set to its end, in the same transaction
-// (ErrOverflow, all rolled back, when that passes math.MaxInt64). Then the
-// guard is raised to the range's end, which is above high either way.
-func (c *Core) guardTake(ctx context.Context, tx *sql.Tx, tag string, high int64, r *persist.Range) error {
-	if high > r.Start {
-		size := r.Size()
-		if high > math.MaxInt64-size {
-			return fmt.Errorf("%w: the guard is at %d, max_id at %d", persist.ErrOverflow, high, r.End)
-		}
-		// Compare-and-set on the max_id this transaction wrote, so that
-		// it never lowers a max_id when it runs alone (Dialect.Verify).
-		if err := c.one(ctx, tx, c.q.moveRange, high+size, tag, r.End); err != nil {
-			return err
-		}
-		*r = persist.Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}
-	}
-	// Only ever raised, and never above max_id: alone it leaves no
-	// guard ahead of a max_id that was not moved.
-	return c.one(ctx, tx, c.q.raiseGuard, r.End, tag, r.End, tag, r.End)
-}
-
-// one runs a statement that, in a transaction holding the row's lock,
-// changes exactly one row; errRowRaced (run again) when it changes none.
-func (c *Core) one(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
-	n, err := affected(ctx, tx, query, args...)
-	if err == nil && n != 1 {
-		err = fmt.Errorf("%w: %d rows changed", errRowRaced, n)
 	}
 	return err
 }

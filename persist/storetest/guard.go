@@ -192,15 +192,30 @@ func testGuardConcurrentDeletes(t *testing.T, db *DB) {
 		deletes = 25
 	)
 	results := make([][]taken, takers)
+	// recreated is closed when the row is back after a DELETE: a taker
+	// that found no row waits for it rather than spin on the missing row,
+	// whose gap locks (InnoDB) would keep the INSERT waiting.
+	var mu sync.Mutex
+	recreated, stopped := make(chan struct{}), make(chan struct{})
+	next := func() <-chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		return recreated
+	}
 	var wg sync.WaitGroup
 	for w := range takers {
 		wg.Go(func() {
 			s := stores[w%len(stores)]
 			for i := 0; len(results[w]) < takes; i++ {
 				size := sizeFor(w, i)
+				back := next()
 				r, err := s.Take(t.Context(), "hot", size)
 				if errors.Is(err, persist.ErrNotFound) {
-					continue // between a DELETE and its INSERT
+					select { // between a DELETE and its INSERT
+					case <-back:
+					case <-stopped:
+					}
+					continue
 				}
 				if err != nil {
 					t.Errorf("taker %d: Take(%d): %v", w, size, err)
@@ -211,11 +226,16 @@ func testGuardConcurrentDeletes(t *testing.T, db *DB) {
 		})
 	}
 	wg.Go(func() {
+		defer close(stopped)
 		for range deletes {
 			if t.Failed() {
 				return
 			}
 			recreate(t, db, "hot", step)
+			mu.Lock()
+			close(recreated)
+			recreated = make(chan struct{})
+			mu.Unlock()
 		}
 	})
 	wg.Wait()

@@ -17,8 +17,8 @@ func TakeRoundTrips(t *testing.T, s persist.Store, proxy *roundtrip.Proxy, most 
 	if _, err := s.Create(t.Context(), "rt", 1000, ""); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 { // a connection in the pool, its statements prepared
-		if _, err := s.Take(t.Context(), "rt", 0); err != nil {
+	for _, size := range []int64{0, 0, 5000} { // a connection in the pool, its statements prepared
+		if _, err := s.Take(t.Context(), "rt", size); err != nil {
 			t.Fatal(err)
 		}
 	}

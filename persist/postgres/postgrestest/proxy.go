@@ -158,8 +158,10 @@ func (p *Proxy) fromServer(dst, src net.Conn, cut func(Cut)) {
 		switch msg[0] {
 		case 'C':
 			tag := msg[5:]
-			for _, write := range []string{"COMMIT", "UPDATE ", "INSERT ", "DELETE "} {
-				if bytes.HasPrefix(tag, []byte(write)) {
+			for _, write := range []string{"COMMIT", "UPDATE ", "INSERT ", "DELETE ", "SELECT "} {
+				// A SELECT that returned rows may have written: its
+				// WITH holds an UPDATE (the one-statement Take).
+				if bytes.HasPrefix(tag, []byte(write)) && !bytes.HasPrefix(tag, []byte("SELECT 0\x00")) {
 					holding = holding || p.armedFor(AfterCommit)
 				}
 			}
