@@ -3,8 +3,8 @@
 // subcommands alike, as persist/open opens the configured store. It is a
 // package of its own, not a part of package snowflake or of package
 // cluster, because config links the MySQL driver's DSN parser, which the
-// protocol (it links both) must not; nor of config, which imports nothing
-// of leaf.
+// protocol (it links both) must not; nor of config, which snowflake's
+// defaults come from (config imports snowflake, not the reverse).
 package configured
 
 import (
