@@ -1,12 +1,13 @@
 package e2e
 
-// A distant database (issue 31): leaf on MariaDB and on PostgreSQL with
-// every byte between them delayed, as over a long link. A segment load
-// then costs its round trips times the delay, and a burst on an idle tag
-// must still meet at most two loads that a request waits for: the one
-// planned before the burst was seen, and the one in flight when it was
-// (segment.TestBurstOnIdleTagWaitsAtMostTwoLoads, here through the real
-// binary, driver and database). What is counted is the server's own
+// A distant database: leaf on MariaDB and on PostgreSQL with every byte
+// between them delayed, as over a long link. A segment load then costs
+// its round trips times the delay, and a burst on an idle tag must still
+// meet at most two loads that a request waits for (one is the design's
+// bound, segment.TestBurstOnIdleTagWaitsAtMostOneLoad on the injected
+// clock: the load in flight when the burst was seen; a busy machine that
+// stalls leaf while it measures the burst's rate may cost one more), here
+// through the real binary, driver and database. What is counted is the server's own
 // count (INFO leaf waited_loads), never a time.
 
 import (

@@ -18,6 +18,7 @@ type segment struct {
 	_        [56]byte
 	last     int64 // last valid ID (the range's end - 1)
 	trigger  int64 // the ID whose issue starts the prefetch
+	probe    int64 // the ID half-way to trigger, whose issue marks the time (Tag.markRate)
 	start    int64 // first ID
 	size     int64 // IDs in the range
 	loadedAt int64 // unix nanos of the load
@@ -36,13 +37,17 @@ func newSegment(start, end int64, prefetchAt float64, loadedAt int64) *segment {
 	used := int64(math.Ceil(float64(s.size) * prefetchAt))
 	used = max(1, min(used, s.size))
 	s.trigger = start + used - 1
+	s.probe = math.MaxInt64
+	if used >= 2 {
+		s.probe = start + used/2 - 1
+	}
 	return s
 }
 
 // emptySegment is a segment with no IDs, positioned at end: the state of a
 // tag before its first load and after its segments are retired.
 func emptySegment(end int64) *segment {
-	s := &segment{last: end - 1, start: end, trigger: math.MaxInt64}
+	s := &segment{last: end - 1, start: end, trigger: math.MaxInt64, probe: math.MaxInt64}
 	s.value.Store(end - 1)
 	return s
 }
@@ -94,3 +99,6 @@ func (s *segment) skip(n int64) int64 {
 // crossed reports whether taking IDs up to last crossed the prefetch point:
 // exactly one caller sees true for each segment.
 func (s *segment) crossed(last, n int64) bool { return last >= s.trigger && last-n < s.trigger }
+
+// probed is crossed for the probe: exactly one caller sees true.
+func (s *segment) probed(last, n int64) bool { return last >= s.probe && last-n < s.probe }

@@ -79,7 +79,15 @@ func (t *Tag) tableStepLocked(step, s0 int64) {
 func (t *Tag) nextStepLocked(now int64) int64 {
 	step := t.a.policy.next(t.step, t.minStep, time.Duration(now-t.lastLoad))
 	if t.switchedAt > 0 {
-		step = t.a.policy.climb(step, t.a.policy.cover(t.cur.Load().issued(), now-t.switchedAt, t.loadNanos, t.a.opts.PrefetchAt))
+		cur := t.cur.Load()
+		used := cur.issued()
+		need := t.a.policy.cover(used, now-t.switchedAt, t.loadNanos, t.a.opts.PrefetchAt)
+		if t.markSeg == cur {
+			// Since the probe: a burst after an idle time is measured
+			// at its own rate.
+			need = max(need, t.a.policy.cover(used-t.markUsed, now-t.markAt, t.loadNanos, t.a.opts.PrefetchAt))
+		}
+		step = t.a.policy.climb(step, need)
 	}
 	return step
 }

@@ -64,11 +64,18 @@ type Tag struct {
 	failures                                      int         // consecutive failed loads, for the retry backoff
 	retry                                         func() bool // stops the pending retry after a failed load
 
-	issued     int64   // IDs issued from retired segments and dedicated ranges
-	skipped    int64   // cached IDs a floor skipped: never handed out
-	lastIssued int64   // highest ID issued from a retired segment or dedicated range
-	switchedAt int64   // unix nanos when cur became current
-	prevRate   float64 // IDs per second over the previous segment
+	issued     int64 // IDs issued from retired segments and dedicated ranges
+	skipped    int64 // cached IDs a floor skipped: never handed out
+	lastIssued int64 // highest ID issued from a retired segment or dedicated range
+	switchedAt int64 // unix nanos when cur became current
+	// markAt and markUsed are when cur's probe was crossed and the IDs
+	// used then (markSeg: of which segment), for the rate at its
+	// prefetch point: since the switch it would count the time the tag
+	// was idle, and a burst on an idle tag would meet a step sized for
+	// idleness.
+	markSeg          *segment
+	markAt, markUsed int64
+	prevRate         float64 // IDs per second over the previous segment
 }
 
 // newTag makes the segment tag named name, before its first load.
@@ -133,6 +140,8 @@ func (t *Tag) Next(ctx context.Context) (int64, error) {
 	if id <= s.last {
 		if id == s.trigger {
 			t.prefetch(s)
+		} else if id == s.probe {
+			t.markRate(s)
 		}
 		return id, nil
 	}
@@ -218,11 +227,24 @@ func (t *Tag) take(s *segment, n int64) (last int64, ok bool) {
 		if last <= s.last {
 			if s.crossed(last, n) {
 				t.prefetch(s)
+			} else if s.probed(last, n) {
+				t.markRate(s)
 			}
 			return last, true
 		}
 	}
 	return 0, false
+}
+
+// markRate notes when s's probe was crossed; called once per segment, by
+// the caller whose add crossed it.
+func (t *Tag) markRate(s *segment) {
+	now := t.a.nowNanos()
+	t.mu.Lock()
+	if t.cur.Load() == s {
+		t.markSeg, t.markAt, t.markUsed = s, now, s.issued()
+	}
+	t.mu.Unlock()
 }
 
 // prefetch starts the load of the next segment; called once per segment,
