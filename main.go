@@ -36,6 +36,7 @@ import (
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/persist/open"
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/snowflake"
@@ -174,19 +175,21 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		Version:       build.Version,
 		Revision:      build.Revision,
 		Logger:        log,
-		// A descriptor per client, and some for the listeners, the
-		// database, the event loops, files and the HTTP connections.
-		MaxClients:      server.FitFileLimit(cfg.Server.MaxClients, 32+cfg.Store.MaxOpenConns+httpConns(cfg.HTTP), log),
-		MaxRequestBytes: cfg.Server.MaxRequestBytes,
-		IdleTimeout:     cfg.Server.IdleTimeout,
-		MaxPipeline:     cfg.Server.MaxPipeline,
-		EventLoops:      cfg.Server.EventLoops,
+		Conn: resp.Options{
+			// A descriptor per client, and some for the listeners, the
+			// database, the event loops, files and the HTTP connections.
+			MaxClients:      server.FitFileLimit(cfg.Server.MaxClients, 32+cfg.Store.MaxOpenConns+httpConns(cfg.HTTP), log),
+			MaxRequestBytes: cfg.Server.MaxRequestBytes,
+			IdleTimeout:     cfg.Server.IdleTimeout,
+			MaxPipeline:     cfg.Server.MaxPipeline,
+			EventLoops:      cfg.Server.EventLoops,
+			TLS:             tlsConf,
+			AuthTimeout:     cfg.Server.AuthTimeout,
+		},
 		Databases:       cfg.Server.Databases,
 		ScriptTimeLimit: cfg.Server.ScriptTimeLimit,
-		TLS:             tlsConf,
 		Cluster:         node,
 		MaxAuthFailures: cfg.Server.MaxAuthFailures,
-		AuthTimeout:     cfg.Server.AuthTimeout,
 		CreatePolicy:    cfg.Segment.AutoCreate,
 		CreateRate:      cfg.Segment.CreateRate,
 		CertLogin:       cfg.Server.TLSClientCA != "",

@@ -260,7 +260,7 @@ func cmdClusterShards(s *Server, c *client, conn *resp.Conn, args [][]byte) {
 		conn.WriteMap(7 + boolInt(name))
 		conn.WriteBulkString("id")
 		conn.WriteBulkString(sh.Name())
-		if s.opts.TLS != nil {
+		if s.opts.Conn.TLS != nil {
 			conn.WriteBulkString("tls-port")
 		} else {
 			conn.WriteBulkString("port")

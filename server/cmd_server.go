@@ -320,7 +320,7 @@ func (s *Server) configParams() [][2]string {
 		{"save", ""},
 		{"slowlog-log-slower-than", strconv.FormatInt(slower, 10)},
 		{"slowlog-max-len", strconv.Itoa(slowlogMaxLen)},
-		{"timeout", strconv.FormatInt(int64((s.opts.IdleTimeout+time.Second-1)/time.Second), 10)}, // seconds, rounded up
+		{"timeout", strconv.FormatInt(int64((s.opts.Conn.IdleTimeout+time.Second-1)/time.Second), 10)}, // seconds, rounded up
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leaf-id/leaf/internal/faultstore"
 	"github.com/leaf-id/leaf/internal/rawresp"
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -21,7 +22,7 @@ import (
 // tests run in both. (Elsewhere than Linux both are goroutines.)
 var transports = []struct {
 	name  string
-	loops int // Options.EventLoops
+	loops int // Options.Conn.EventLoops
 }{{"event loop", 0}, {"goroutine", -1}}
 
 // dialTest connects to addr, closed at cleanup, with a deadline as a
@@ -44,7 +45,7 @@ func TestTransportZeroAlloc(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			a, _ := newAlloc(t, "", bigStepOptions(), nil)
-			s := New(a, Options{EventLoops: tr.loops})
+			s := New(a, Options{Conn: resp.Options{EventLoops: tr.loops}})
 			nc := dialTest(t, serve(t, s))
 			req := []byte(strings.Repeat(rawresp.Cmd("INCR", "z"), 16))
 			buf := make([]byte, 4096)
@@ -88,7 +89,7 @@ func TestTransportPipelines(t *testing.T) {
 		for _, chunk := range []int{len(pipeline), 1} {
 			t.Run(tr.name+"/chunk="+strconv.Itoa(chunk), func(t *testing.T) {
 				a, _ := newAlloc(t, "", segment.DefaultOptions(), nil)
-				s := New(a, Options{EventLoops: tr.loops})
+				s := New(a, Options{Conn: resp.Options{EventLoops: tr.loops}})
 				addr := serve(t, s)
 				nc := dialTest(t, addr)
 				for i := 0; i < len(pipeline); i += chunk {
@@ -126,7 +127,7 @@ func TestRepliesBeforeLoad(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			hold := faultstore.NewHold()
 			a, _ := newAlloc(t, "", segment.DefaultOptions(), holdTakes(hold, "slow"))
-			lc := rawresp.Dial(t, serve(t, New(a, Options{EventLoops: tr.loops})))
+			lc := rawresp.Dial(t, serve(t, New(a, Options{Conn: resp.Options{EventLoops: tr.loops}})))
 			lc.Send(rawresp.Cmd("INCR", "k"))
 			lc.Expect(":1\r\n")
 			lc.Send(rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "k") + rawresp.Cmd("INCR", "slow") + rawresp.Cmd("INCR", "k"))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/rawresp"
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -35,7 +36,7 @@ func FuzzConnection(f *testing.F) {
 	var addrs []string
 	for _, tr := range transports {
 		a, _ := newAlloc(f, "", segment.DefaultOptions(), nil)
-		s := New(a, Options{EventLoops: tr.loops, MaxRequestBytes: 1024, MaxPipeline: 4})
+		s := New(a, Options{Conn: resp.Options{EventLoops: tr.loops, MaxRequestBytes: 1024, MaxPipeline: 4}})
 		addrs = append(addrs, serve(f, s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

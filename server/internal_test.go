@@ -386,7 +386,7 @@ func testShutdownFence(t *testing.T, loops int) {
 	so := segment.DefaultOptions()
 	so.DefaultStep = 100 // many segment switches and loads under way
 	a, path := newAlloc(t, "", so, nil)
-	s := New(a, Options{EventLoops: loops})
+	s := New(a, Options{Conn: resp.Options{EventLoops: loops}})
 
 	var inflight, late, calls atomic.Int64
 	var returned atomic.Bool // Shutdown returned
@@ -472,7 +472,7 @@ func testShutdownFence(t *testing.T, loops int) {
 	// Restart on the same database: the given-back IDs come again, but
 	// none that a client received.
 	a2, _ := newAlloc(t, path, so, nil)
-	s2 := New(a2, Options{EventLoops: loops})
+	s2 := New(a2, Options{Conn: resp.Options{EventLoops: loops}})
 	addr2 := serve(t, s2)
 	ids, err := rawIncrLoopOnce(addr2, "fence", 300)
 	if err != nil {
@@ -527,7 +527,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 		t.Run(tr.name+"/context expires="+strconv.FormatBool(expire), func(t *testing.T) {
 			hold := faultstore.NewHold()
 			a, _ := newAlloc(t, "", segment.DefaultOptions(), holdTakes(hold, ""))
-			s := New(a, Options{EventLoops: tr.loops})
+			s := New(a, Options{Conn: resp.Options{EventLoops: tr.loops}})
 			var inflight, finished atomic.Int64
 			orig := s.cmds["incr"].fn
 			s.cmds["incr"].fn = func(s *Server, c *client, conn *resp.Conn, args [][]byte) {

@@ -15,6 +15,7 @@ import (
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/internal/redistest"
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
@@ -63,7 +64,7 @@ func TestAuthFailuresCloseTheConnection(t *testing.T) {
 // authenticated within server.auth_timeout is closed, and counted; one
 // that authenticated stays.
 func TestAuthTimeout(t *testing.T) {
-	in := servertest.Start(t, servertest.Options{Server: server.Options{Password: "pw", AuthTimeout: time.Second}})
+	in := servertest.Start(t, servertest.Options{Server: server.Options{Password: "pw", Conn: resp.Options{AuthTimeout: time.Second}}})
 	ok := newClient(t, in.Addr, 3, "pw")
 	redistest.Incr(t, ok, "a")
 	stranger := rawresp.Dial(t, in.Addr)
@@ -187,7 +188,7 @@ func TestClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := servertest.Start(t, servertest.Options{Server: server.Options{
-		Password: "pw", AdminPassword: "adm", TLS: conf, CertLogin: true}})
+		Password: "pw", AdminPassword: "adm", Conn: resp.Options{TLS: conf}, CertLogin: true}})
 	client := func(t *testing.T, cn string) *redis.Client {
 		tc := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
 		if cn != "" {
@@ -229,7 +230,7 @@ func TestCertificateReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := servertest.Start(t, servertest.Options{Server: server.Options{TLS: conf}})
+	in := servertest.Start(t, servertest.Options{Server: server.Options{Conn: resp.Options{TLS: conf}}})
 	served := func() string {
 		t.Helper()
 		tc, err := tls.Dial("tcp", in.Addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})

@@ -15,10 +15,11 @@ import (
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/internal/redistest"
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
 
-// Tests of the limits as the server applies them (Options.MaxClients,
+// Tests of the limits as the server applies them (Options.Conn.MaxClients,
 // Redis's caps before AUTH, IdleTimeout) and of what a client sending bad
 // commands gets, in both transports. The connection layer's own limits
 // are tested in package resp.
@@ -111,7 +112,7 @@ func TestBadInputKeepsConnection(t *testing.T) {
 	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			_, addr := startServer(t, Options{EventLoops: tr.loops})
+			_, addr := startServer(t, Options{Conn: resp.Options{EventLoops: tr.loops}})
 			lc := rawresp.Dial(t, addr)
 			next := int64(1)
 			incr := func(t *testing.T, inline bool) {
@@ -150,7 +151,7 @@ func TestBadInputKeepsConnection(t *testing.T) {
 func TestUnauthenticatedCaps(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			_, addr := startServer(t, Options{EventLoops: tr.loops, Password: "pw"})
+			_, addr := startServer(t, Options{Password: "pw", Conn: resp.Options{EventLoops: tr.loops}})
 			args := make([]string, 11)
 			for i := range args {
 				args[i] = "x"
@@ -182,7 +183,7 @@ func TestUnauthenticatedCaps(t *testing.T) {
 func TestMaxClients(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			s, addr := startServer(t, Options{EventLoops: tr.loops, MaxClients: 3})
+			s, addr := startServer(t, Options{Conn: resp.Options{EventLoops: tr.loops, MaxClients: 3}})
 			var open []*rawresp.Conn
 			for range 3 {
 				lc := rawresp.Dial(t, addr)
@@ -241,7 +242,7 @@ func TestIdleTimeout(t *testing.T) {
 			hold := faultstore.NewHold()
 			a, _ := newAlloc(t, "", segment.DefaultOptions(), holdTakes(hold, ""))
 			var logs logbuf.Buffer
-			s := New(a, Options{EventLoops: tr.loops, IdleTimeout: 300 * time.Millisecond,
+			s := New(a, Options{Conn: resp.Options{EventLoops: tr.loops, IdleTimeout: 300 * time.Millisecond},
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			addr := serve(t, s)
 

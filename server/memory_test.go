@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/rawresp"
+	"github.com/leaf-id/leaf/resp"
 )
 
 // Memory under hostile or idle clients: sizes, not times (latency is
@@ -35,7 +36,7 @@ func TestOversizedBulkIsCutOff(t *testing.T) {
 	const stream = 300 << 20
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			_, addr := startServer(t, Options{EventLoops: tr.loops})
+			_, addr := startServer(t, Options{Conn: resp.Options{EventLoops: tr.loops}})
 			nc := dialTest(t, addr)
 			var m runtime.MemStats
 			runtime.GC()
@@ -131,7 +132,7 @@ func TestIdleConnections(t *testing.T) {
 	const perConnLimit = 32 << 10
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			s, addr := startServer(t, Options{EventLoops: tr.loops})
+			s, addr := startServer(t, Options{Conn: resp.Options{EventLoops: tr.loops}})
 			busy := rawresp.Dial(t, addr)
 			busy.Send(rawresp.Cmd("INCR", "busy"))
 			busy.Expect(":1\r\n")
@@ -193,7 +194,7 @@ func BenchmarkIncrWith1500IdleConns(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr.name, func(b *testing.B) {
 			a, _ := newAlloc(b, "", bigStepOptions(), nil)
-			s := New(a, Options{EventLoops: tr.loops})
+			s := New(a, Options{Conn: resp.Options{EventLoops: tr.loops}})
 			addr := serve(b, s)
 			openIdle(b, addr, idleConns)
 			nc, err := net.Dial("tcp", addr)

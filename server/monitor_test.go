@@ -16,6 +16,7 @@ import (
 	"github.com/leaf-id/leaf/internal/logbuf"
 	"github.com/leaf-id/leaf/internal/rawresp"
 	"github.com/leaf-id/leaf/internal/redistest"
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
 )
@@ -75,7 +76,7 @@ func TestMonitorLikeRedis(t *testing.T) {
 	}
 	for _, tr := range bothTransports {
 		t.Run(tr.name, func(t *testing.T) {
-			in := servertest.Start(t, servertest.Options{Server: server.Options{EventLoops: tr.loops}})
+			in := servertest.Start(t, servertest.Options{Server: server.Options{Conn: resp.Options{EventLoops: tr.loops}}})
 			leaf, rds := watch(t, in.Addr), watch(t, raddr)
 			if strings.Join(leaf, "\n") != strings.Join(rds, "\n") {
 				t.Fatalf("MONITOR lines:\n leaf  %q\n Redis %q", leaf, rds)
@@ -93,8 +94,8 @@ func TestMonitorBounded(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			var log logbuf.Buffer
 			in := servertest.Start(t, servertest.Options{Server: server.Options{
-				EventLoops: tr.loops,
-				Logger:     slog.New(slog.NewTextHandler(&log, nil)),
+				Conn:   resp.Options{EventLoops: tr.loops},
+				Logger: slog.New(slog.NewTextHandler(&log, nil)),
 			}})
 			// The stalled monitor: the smallest receive buffer, never read.
 			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {

@@ -19,7 +19,7 @@ import (
 // minute, then a count) and after Options.MaxAuthFailures of them the
 // connection is closed, so guessing runs at the speed of new connections,
 // not of a pipeline; a connection that has not authenticated within
-// Options.AuthTimeout is closed by the connection layer; a client creates
+// Options.Conn.AuthTimeout is closed by the connection layer; a client creates
 // tags only as Options.CreatePolicy and CreateRate allow (the connection
 // is the segment.Creator of its requests); CLIENT LIST is the admin's when
 // there is an admin password, and client names and library attributes

@@ -24,6 +24,7 @@ import (
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/mysql"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
+	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
@@ -40,7 +41,7 @@ func startTLS(t *testing.T, opts server.Options) *servertest.Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.TLS = conf
+	opts.Conn.TLS = conf
 	return servertest.Start(t, servertest.Options{Server: opts})
 }
 
@@ -120,7 +121,7 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("max_clients over TLS", func(t *testing.T) {
-		full := startTLS(t, server.Options{MaxClients: 2})
+		full := startTLS(t, server.Options{Conn: resp.Options{MaxClients: 2}})
 		a, b := tlsClient(t, full.Addr, 2), tlsClient(t, full.Addr, 2)
 		if err := a.Ping(ctx).Err(); err != nil {
 			t.Fatal(err)

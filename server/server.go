@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"log/slog"
 	"net"
 	"os"
@@ -40,38 +39,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (uptime, connection age); nil is time.Now.
 	Now func() time.Time
-	// EventLoops is the number of event loops serving plain TCP
-	// connections on Linux; 0 is one per core but one
-	// (resp.DefaultEventLoops). A negative number turns them off: every
-	// connection then has a goroutine of its own, as TLS connections and
-	// any other system always do.
-	EventLoops int
-
-	// MaxClients is the most connections open at once; a new connection
-	// beyond it is answered Redis's "-ERR max number of clients reached"
-	// and closed. 0 is DefaultMaxClients. (FitFileLimit lowers it to what
-	// the process's open-file limit allows.)
-	MaxClients int
-	// MaxRequestBytes is the largest request, one command with its
-	// arguments, a client may send. A larger one is answered with a
-	// protocol error ("-ERR Protocol error: invalid bulk length", ...) as
-	// soon as a count or a length shows it, before the rest is read, and
-	// the connection is closed: a connection's read buffer never grows
-	// beyond it (or 64 KiB). 0 is DefaultMaxRequestBytes.
-	MaxRequestBytes int
-	// IdleTimeout, when positive, closes a connection that sent no
-	// request and took no reply for this long, as Redis's timeout. An
-	// event loop checks every quarter of it (at most every second), so a
-	// connection may stay that much longer.
-	IdleTimeout time.Duration
-	// MaxPipeline is the most commands a connection runs in one turn:
-	// then its replies are written and, on an event loop, the other
-	// connections are served before it runs the rest. 0 is
-	// DefaultMaxPipeline.
-	MaxPipeline int
-	// TLS, when not nil, makes Serve speak TLS (see LoadTLS); each TLS
-	// connection has a goroutine of its own.
-	TLS *tls.Config
+	// Conn is the connection layer's options: event loops, limits
+	// (MaxClients: FitFileLimit lowers it to what the process's
+	// open-file limit allows), timeouts, TLS (see LoadTLS); AuthTimeout
+	// applies with a password set. New sets Logger (to Logger) and
+	// Arrived (the lease's check on the request path).
+	Conn resp.Options
 	// ScriptTimeLimit stops a Lua script (EVAL) that runs longer, with an
 	// error; 0 is DefaultScriptTimeLimit.
 	ScriptTimeLimit time.Duration
@@ -90,9 +63,6 @@ type Options struct {
 	// MaxAuthFailures closes a connection after this many refused
 	// passwords (AUTH, HELLO ... AUTH); 0: never.
 	MaxAuthFailures int
-	// AuthTimeout, with a password set, closes a connection not
-	// authenticated this long after it opened; 0: never.
-	AuthTimeout time.Duration
 	// CreatePolicy is segment.auto_create: "admin" lets only the admin
 	// user's requests create tags; "" or anything else, every client's
 	// (the allocator's Options.AutoCreate turns creation off).
@@ -255,23 +225,16 @@ func New(alloc *segment.Allocator, opts Options) *Server {
 	s.clock = func() int64 { return int64(time.Since(base)) }
 	s.slowlog.init(opts.SlowlogThreshold)
 	s.runID = newRunID()
-	s.rs = resp.NewServer(s, resp.Options{
-		Logger:          opts.Logger,
-		EventLoops:      opts.EventLoops,
-		MaxClients:      opts.MaxClients,
-		MaxRequestBytes: opts.MaxRequestBytes,
-		MaxPipeline:     opts.MaxPipeline,
-		IdleTimeout:     opts.IdleTimeout,
-		TLS:             opts.TLS,
-		AuthTimeout:     opts.AuthTimeout,
-		// The request path's check of the lease (segment/lease.go).
-		Arrived: alloc.Admit,
-	})
+	conn := opts.Conn
+	conn.Logger = opts.Logger
+	// The request path's check of the lease (segment/lease.go).
+	conn.Arrived = alloc.Admit
+	s.rs = resp.NewServer(s, conn)
 	return s
 }
 
 // Serve accepts connections on ln until Shutdown, then returns
-// ErrServerClosed. With Options.TLS it speaks TLS on ln. ln may be any
+// ErrServerClosed. With Options.Conn.TLS it speaks TLS on ln. ln may be any
 // listener: when closed, its Accept must fail. Plain TCP connections go
 // to an event loop (Linux), any other to a goroutine of its own.
 func (s *Server) Serve(ln net.Listener) error {

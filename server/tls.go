@@ -49,7 +49,7 @@ type fileStamp struct {
 }
 
 // NewTLS reads the certificate, the key and the client CAs, and returns
-// the tls.Config of Options.TLS (and of the HTTP side), whose handshakes
+// the tls.Config of Options.Conn.TLS (and of the HTTP side), whose handshakes
 // take the certificate from the returned Certs. Clients need TLS 1.2 or
 // later.
 func NewTLS(opts TLSOptions) (*tls.Config, *Certs, error) {
@@ -84,7 +84,7 @@ func NewTLS(opts TLSOptions) (*tls.Config, *Certs, error) {
 	return conf, c, nil
 }
 
-// LoadTLS reads a PEM certificate and its key for Options.TLS, as NewTLS
+// LoadTLS reads a PEM certificate and its key for Options.Conn.TLS, as NewTLS
 // with no client certificates.
 func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
 	conf, _, err := NewTLS(TLSOptions{Cert: certFile, Key: keyFile})
