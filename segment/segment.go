@@ -96,9 +96,6 @@ func (s *segment) skip(n int64) int64 {
 	return k
 }
 
-// crossed reports whether taking IDs up to last crossed the prefetch point:
-// exactly one caller sees true for each segment.
-func (s *segment) crossed(last, n int64) bool { return last >= s.trigger && last-n < s.trigger }
-
-// probed is crossed for the probe: exactly one caller sees true.
+// probed reports whether taking IDs up to last, n of them, crossed the
+// probe: exactly one caller sees true for each segment.
 func (s *segment) probed(last, n int64) bool { return last >= s.probe && last-n < s.probe }

@@ -138,10 +138,12 @@ func (t *Tag) Next(ctx context.Context) (int64, error) {
 	s := t.cur.Load()
 	id := s.value.Add(1)
 	if id <= s.last {
-		if id == s.trigger {
-			t.prefetch(s)
-		} else if id == s.probe {
-			t.markRate(s)
+		if id <= s.trigger { // one compare past the prefetch point
+			if id == s.trigger {
+				t.prefetch(s)
+			} else if id == s.probe {
+				t.markRate(s)
+			}
 		}
 		return id, nil
 	}
@@ -225,10 +227,12 @@ func (t *Tag) take(s *segment, n int64) (last int64, ok bool) {
 	if n <= s.size {
 		last = s.value.Add(n)
 		if last <= s.last {
-			if s.crossed(last, n) {
-				t.prefetch(s)
-			} else if s.probed(last, n) {
-				t.markRate(s)
+			if last-n < s.trigger { // one compare past the prefetch point
+				if last >= s.trigger {
+					t.prefetch(s)
+				} else if s.probed(last, n) {
+					t.markRate(s)
+				}
 			}
 			return last, true
 		}
