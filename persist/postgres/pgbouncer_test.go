@@ -14,15 +14,14 @@ import (
 )
 
 // Through pgbouncer in transaction pooling mode a server connection serves
-// one transaction of a client, then another client's: prepared statements
-// that pgx keeps per connection by default do not follow. With pgx's
-// default_query_exec_mode=exec in the DSN (unnamed statements, prepared
-// anew each time) every operation works: servers take, batch and create
-// tags at once, and no range is handed out twice.
+// one transaction of a client, then another client's: statements prepared
+// per connection would not follow. With the DSN as a user writes it (leaf
+// sends unnamed statements, pgx's exec mode, unless the DSN says
+// otherwise) every operation works: servers take, batch and create tags at
+// once, and no range is handed out twice.
 func TestPgbouncerTransactionMode(t *testing.T) {
 	dsn := storetest.EnvDSN(t, "LEAF_TEST_PGBOUNCER_DSN", "start one with "+
 		"`scripts/pgbouncer.sh start /tmp/leaf-pgbouncer` in front of scripts/postgres.sh's server")
-	dsn += "&default_query_exec_mode=exec"
 	const (
 		servers = 3
 		workers = 4 // per server

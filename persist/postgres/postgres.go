@@ -311,6 +311,15 @@ func config(dsn string) (*pgx.ConnConfig, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
+	// Each statement in one round trip, an unnamed statement with the
+	// parameters' types taken from their Go types: the default prepares
+	// every statement it has not seen on the connection first, a second
+	// round trip, and a TakeBatch's statements vary with its tags. (Also
+	// what pgbouncer in transaction mode needs.) A DSN that sets it keeps
+	// its choice.
+	if !strings.Contains(dsn, "default_query_exec_mode") {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
