@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,6 +157,19 @@ func decoding(c *mapstructure.DecoderConfig) {
 				return time.Duration(0), nil
 			}
 			return nil, errors.New("a duration needs a unit")
+		},
+		// Integers in text are decimal, as they always were here: 010
+		// is ten, not eight as Go's parsers with base 0 would read it.
+		func(f, t reflect.Type, data any) (any, error) {
+			if f.Kind() != reflect.String || (t.Kind() != reflect.Int && t.Kind() != reflect.Int64) ||
+				t == reflect.TypeFor[time.Duration]() {
+				return data, nil
+			}
+			n, err := strconv.ParseInt(data.(string), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("not a whole number: %q", data)
+			}
+			return n, nil
 		},
 		mapstructure.StringToBasicTypeHookFunc(),
 		func(f, t reflect.Type, data any) (any, error) {
@@ -424,9 +438,13 @@ func newFlagSet() (fset, settings *pflag.FlagSet, configPath *string, help *bool
 		case bool:
 			settings.Bool(k.name, d, k.usage)
 		case int:
-			settings.Int(k.name, d, k.usage)
+			v := decimal(d)
+			settings.Var(&v, k.name, k.usage)
+			settings.Lookup(k.name).DefValue = v.String()
 		case int64:
-			settings.Int64(k.name, d, k.usage)
+			v := decimal(d)
+			settings.Var(&v, k.name, k.usage)
+			settings.Lookup(k.name).DefValue = v.String()
 		case float64:
 			settings.Float64(k.name, d, k.usage)
 		case time.Duration:
@@ -497,4 +515,21 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// decimal is an integer flag read in base 10 (pflag's Int reads 010 as
+// eight); it shows as int in --help, and viper reads its value back in
+// base 10.
+type decimal int64
+
+func (d *decimal) String() string { return strconv.FormatInt(int64(*d), 10) }
+func (d *decimal) Type() string   { return "int" }
+
+func (d *decimal) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return errors.New("not a whole number")
+	}
+	*d = decimal(n)
+	return nil
 }

@@ -389,6 +389,17 @@ func TestEnvironment(t *testing.T) {
 			t.Errorf("loaders, pprof = %d, %v", got.Segment.Loaders, got.HTTP.PProf)
 		}
 	})
+	t.Run("integers are decimal, a leading zero too", func(t *testing.T) {
+		t.Parallel()
+		for _, c := range []struct{ args, environ []string }{
+			{nil, []string{"LEAF_SEGMENT_LOADERS=010"}},
+			{[]string{"--segment.loaders=010"}, nil},
+		} {
+			if got := mustLoad(t, c.args, c.environ).Segment.Loaders; got != 10 {
+				t.Errorf("%q %q: loaders = %d, want 10", c.args, c.environ, got)
+			}
+		}
+	})
 	t.Run("Kubernetes service links are passed over", func(t *testing.T) {
 		t.Parallel()
 		// Kubernetes defines these for Services named leaf and
