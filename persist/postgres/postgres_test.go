@@ -118,6 +118,27 @@ func openStore(t *testing.T, dsn string, guard bool) *postgres.Store {
 	return s
 }
 
+// takeBehind runs a Take of tag t that waits for a lock other holds,
+// commits other once the Take waits, and returns what the Take answered.
+func takeBehind(t *testing.T, s persist.Store, raw *sql.DB, other *sql.Tx) (persist.Range, error) {
+	t.Helper()
+	type result struct {
+		r   persist.Range
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := s.Take(context.Background(), "t", 0)
+		done <- result{r, err}
+	}()
+	waitLockWait(t, raw)
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	return res.r, res.err
+}
+
 // waitLockWait polls until a session of the database waits for a lock.
 func waitLockWait(t *testing.T, db *sql.DB) {
 	t.Helper()
@@ -177,23 +198,10 @@ func TestConflictRetried(t *testing.T) {
 				if _, err := other.ExecContext(t.Context(), `UPDATE leaf_alloc SET max_id = max_id + 100 WHERE biz_tag = 't'`); err != nil {
 					t.Fatal(err)
 				}
-				type result struct {
-					r   persist.Range
-					err error
-				}
-				done := make(chan result, 1)
-				go func() {
-					r, err := s.Take(context.Background(), "t", 0)
-					done <- result{r, err}
-				}()
-				waitLockWait(t, raw)
-				if err := other.Commit(); err != nil {
-					t.Fatal(err)
-				}
-				res := <-done
+				r, err := takeBehind(t, s, raw, other)
 				want := persist.Range{Start: 111, End: 121, Step: 10, Retries: tc.wantRetries}
-				if res.err != nil || res.r != want {
-					t.Fatalf("Take = %+v, %v; want %+v", res.r, res.err, want)
+				if err != nil || r != want {
+					t.Fatalf("Take = %+v, %v; want %+v", r, err, want)
 				}
 				if got := maxID(t, raw, "t"); got != 121 {
 					t.Fatalf("max_id = %d, want 121", got)
@@ -276,24 +284,11 @@ func TestOneStatementTakeBelowLockedGuard(t *testing.T) {
 	if _, err := other.ExecContext(t.Context(), `UPDATE leaf_guard SET high = 1000 WHERE biz_tag = 't'`); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		r   persist.Range
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.Take(context.Background(), "t", 0)
-		done <- result{r, err}
-	}()
-	waitLockWait(t, raw)
-	if err := other.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
+	r, err := takeBehind(t, s, raw, other)
 	// [11, 21) was reserved by the statement and is never handed out.
 	want := persist.Range{Start: 1000, End: 1010, Step: 10, Repaired: true, Answered: 21}
-	if res.err != nil || res.r != want {
-		t.Fatalf("Take = %+v, %v; want %+v", res.r, res.err, want)
+	if err != nil || r != want {
+		t.Fatalf("Take = %+v, %v; want %+v", r, err, want)
 	}
 	if got := maxID(t, raw, "t"); got != 1010 {
 		t.Fatalf("max_id = %d, want 1010", got)
