@@ -59,12 +59,15 @@ func TestBurstOnIdleTagWaitsAtMostOneLoad(t *testing.T) {
 		rate    int64 // IDs a second
 		latency time.Duration
 		burst   int
+		ramp    int // IDs at the start at a tenth of the rate, as while clients connect
 	}{
-		{50_000, 100 * time.Millisecond, 200_000},
-		{50_000, 500 * time.Millisecond, 300_000},
-		{5_000, time.Second, 50_000},
+		{50_000, 100 * time.Millisecond, 200_000, 0},
+		{50_000, 500 * time.Millisecond, 300_000, 0},
+		{5_000, time.Second, 50_000, 0},
+		{50_000, 100 * time.Millisecond, 200_000, 100},
+		{50_000, 500 * time.Millisecond, 300_000, 100},
 	} {
-		t.Run(fmt.Sprintf("%d/s,%s", tc.rate, tc.latency), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/s,%s,ramp%d", tc.rate, tc.latency, tc.ramp), func(t *testing.T) {
 			c := newClock()
 			o := testOptions(c)
 			o.DefaultStep = 1000
@@ -132,7 +135,11 @@ func TestBurstOnIdleTagWaitsAtMostOneLoad(t *testing.T) {
 					}
 					last = id
 					i++
-					c.Add(perID)
+					if i <= tc.ramp {
+						c.Add(10 * perID)
+					} else {
+						c.Add(perID)
+					}
 					continue
 				}
 				if sentAt.IsZero() {

@@ -11,6 +11,15 @@ import (
 // takes twice as long as the last.
 const loadMargin = 2
 
+// burstHeadroom is how many times the rate measured at an idle tag's
+// probe a burst is assumed to reach: the first IDs of a burst come while
+// its clients still connect (a tenth of the rate, measured with
+// redis-benchmark's 50 connections), and a segment sized for them would
+// run out before the next load. Sizing for more costs IDs only if the
+// server stops (the adaptive step halves it again); sizing for less
+// costs a wait.
+const burstHeadroom = 16
+
 // stepPolicy is Leaf's adaptive step: the segment size follows the rate of
 // use so that a segment lasts about segmentDuration.
 type stepPolicy struct {
@@ -84,8 +93,13 @@ func (t *Tag) nextStepLocked(now int64) int64 {
 		need := t.a.policy.cover(used, now-t.switchedAt, t.loadNanos, t.a.opts.PrefetchAt)
 		if t.markSeg == cur {
 			// Since the probe: a burst after an idle time is measured
-			// at its own rate.
-			need = max(need, t.a.policy.cover(used-t.markUsed, now-t.markAt, t.loadNanos, t.a.opts.PrefetchAt))
+			// at its own rate. One four times the rate since the switch
+			// or more is such a burst, perhaps still growing.
+			probed, elapsed := used-t.markUsed, now-t.markAt
+			if float64(probed)*float64(now-t.switchedAt) >= 4*float64(used)*float64(elapsed) {
+				probed *= burstHeadroom
+			}
+			need = max(need, t.a.policy.cover(probed, elapsed, t.loadNanos, t.a.opts.PrefetchAt))
 		}
 		step = t.a.policy.climb(step, need)
 	}
