@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/segment"
 	"github.com/leaf-id/leaf/server"
 )
@@ -93,7 +93,7 @@ type Options struct {
 	// Replication, when set, is how the store's database replicates as
 	// last checked (persist/durability): the metric
 	// leaf_store_replication_safe and the status page show it.
-	Replication func() persist.Replication
+	Replication func() durability.Replication
 }
 
 // handler serves every endpoint; see the package documentation.

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 )
 
 // replicationDesc is leaf_store_replication_safe: 1 when the durability
@@ -17,7 +17,7 @@ var replicationDesc = prometheus.NewDesc("leaf_store_replication_safe",
 	[]string{"kind", "durability"}, nil)
 
 // replicationCollector exports the last result of the durability check.
-type replicationCollector struct{ last func() persist.Replication }
+type replicationCollector struct{ last func() durability.Replication }
 
 // Describe implements prometheus.Collector.
 func (c replicationCollector) Describe(ch chan<- *prometheus.Desc) { ch <- replicationDesc }
@@ -27,7 +27,7 @@ func (c replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	r := c.last()
 	kind := r.Kind
 	if kind == "" {
-		kind = persist.ReplicationUnknown
+		kind = durability.ReplicationUnknown
 	}
 	v := 0.0
 	if r.Safe() {

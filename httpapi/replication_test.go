@@ -6,17 +6,17 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/httpapi"
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 )
 
 // leaf_store_replication_safe and the status page show the durability
 // check's last result, read at each scrape; without the check there is
 // no such series.
 func TestReplicationShown(t *testing.T) {
-	var last atomic.Pointer[persist.Replication]
-	last.Store(&persist.Replication{Kind: persist.ReplicationPostgres, Safety: persist.Unsafe, Members: 2, Sync: -1, Async: -1,
+	var last atomic.Pointer[durability.Replication]
+	last.Store(&durability.Replication{Kind: durability.ReplicationPostgres, Safety: durability.Unsafe, Members: 2, Sync: -1, Async: -1,
 		Reason: "1 standby streams asynchronously", Advice: "set synchronous_standby_names"})
-	e := start(t, setup{http: func(o *httpapi.Options) { o.Replication = func() persist.Replication { return *last.Load() } }})
+	e := start(t, setup{http: func(o *httpapi.Options) { o.Replication = func() durability.Replication { return *last.Load() } }})
 	const unsafe = `leaf_store_replication_safe{durability="unsafe",kind="postgres_streaming"}`
 	if m := metrics(t, e.URL); len(matching(m, "leaf_store_replication_safe")) != 1 || m[unsafe] != 0 {
 		t.Errorf("series %v, want %s 0", matching(m, "leaf_store_replication_safe"), unsafe)
@@ -26,7 +26,7 @@ func TestReplicationShown(t *testing.T) {
 		t.Errorf("status page lacks %q", want)
 	}
 
-	last.Store(&persist.Replication{Kind: persist.ReplicationGalera, Safety: persist.Safe, Members: 3, Reason: "certified"})
+	last.Store(&durability.Replication{Kind: durability.ReplicationGalera, Safety: durability.Safe, Members: 3, Reason: "certified"})
 	const safe = `leaf_store_replication_safe{durability="safe",kind="galera"}`
 	if m := metrics(t, e.URL); len(matching(m, "leaf_store_replication_safe")) != 1 || m[safe] != 1 {
 		t.Errorf("series %v, want %s 1", matching(m, "leaf_store_replication_safe"), safe)

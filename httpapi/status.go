@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/segment"
 )
 
@@ -49,7 +49,7 @@ type statusPage struct {
 	PProf     bool
 	Cluster   *clusterView // nil without the cluster registry
 	// Replication is the durability check's last result; nil without it.
-	Replication *persist.Replication
+	Replication *durability.Replication
 
 	Query            string // ?q=: tags whose name contains it
 	Matching         int    // tags matching Query

@@ -9,14 +9,15 @@
 // leaf_alloc, so that existing Leaf databases work unchanged), list and read
 // tags, create a tag, and give an unused tail back with a compare-and-set.
 // Admin holds the operator's changes, Registry what the servers sharing a
-// store know of each other; Guarded, BatchGiver, Durable and Identified are
-// what some stores can do besides.
+// store know of each other; Guarded, BatchGiver and Identified are what some
+// stores can do besides (and durability.Durable, in persist/durability).
 //
 // Each backend is a package of its own: persist/sqlite, persist/mysql and
 // persist/postgres, which differ only in a Dialect of the SQL engine in
 // persist/sqlstore, and persist/etcd. Every one passes the conformance
 // suite in persist/storetest; persist/open opens the one the configuration
-// names, and persist/durability watches how its database replicates.
+// names, and persist/durability tells and watches how its database
+// replicates.
 //
 // Next to Leaf's table, a second one of leaf's own, leaf_guard, keeps per tag
 // the end of the highest range handed out (the persistent guard, Guarded):

@@ -3,18 +3,18 @@ package server
 import (
 	"strings"
 
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 )
 
 // replication is the store's replication as last checked
 // (Options.Replication), unknown without it.
-func (s *Server) replication() persist.Replication {
+func (s *Server) replication() durability.Replication {
 	if s.opts.Replication == nil {
-		return persist.UnknownReplication("not checked")
+		return durability.UnknownReplication("not checked")
 	}
 	r := s.opts.Replication()
 	if r.Kind == "" {
-		r.Kind = persist.ReplicationUnknown
+		r.Kind = durability.ReplicationUnknown
 	}
 	return r
 }

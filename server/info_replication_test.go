@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/internal/redistest"
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/server"
 	"github.com/leaf-id/leaf/server/servertest"
 )
@@ -14,11 +14,11 @@ import (
 // INFO leaf and LEAF.INFO show the durability check's last result as the
 // server is told it (Options.Replication), read anew each time.
 func TestInfoReplication(t *testing.T) {
-	results := make(chan persist.Replication, 1)
-	results <- persist.Replication{Kind: persist.ReplicationPostgres, Safety: persist.Unsafe, Members: 2, Sync: -1, Async: -1,
+	results := make(chan durability.Replication, 1)
+	results <- durability.Replication{Kind: durability.ReplicationPostgres, Safety: durability.Unsafe, Members: 2, Sync: -1, Async: -1,
 		Reason: "1 standby streams asynchronously", Advice: "set synchronous_standby_names"}
-	last := persist.Replication{}
-	in := servertest.Start(t, servertest.Options{Server: server.Options{Replication: func() persist.Replication {
+	last := durability.Replication{}
+	in := servertest.Start(t, servertest.Options{Server: server.Options{Replication: func() durability.Replication {
 		select {
 		case last = <-results:
 		default:
@@ -51,7 +51,7 @@ func TestInfoReplication(t *testing.T) {
 
 	// Free text with "," and "=" (SQLite's reason has both): written so
 	// that clients do not take it for k=v pairs (redis-py fails on those).
-	results <- persist.Replication{Kind: persist.ReplicationGalera, Safety: persist.Safe, Members: 3, Sync: 2, State: "Primary",
+	results <- durability.Replication{Kind: durability.ReplicationGalera, Safety: durability.Safe, Members: 3, Sync: 2, State: "Primary",
 		Reason: "every commit is certified by the 3 nodes, wsrep_sync_wait=0"}
 	sec := info()
 	var got []string

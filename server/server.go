@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/internal/ratelog"
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/resp"
 	"github.com/leaf-id/leaf/segment"
 )
@@ -85,7 +85,7 @@ type Options struct {
 	// Replication, when set, is how the store's database replicates as
 	// last checked (persist/durability): INFO leaf and LEAF.INFO show it.
 	// nil: they say unknown.
-	Replication func() persist.Replication
+	Replication func() durability.Replication
 	// StoreID, when set, is the store's identity as last read
 	// (persist.Identified): INFO leaf's store_id and LEAF.NODES show it,
 	// so that an operator can tell whether two servers share a store.

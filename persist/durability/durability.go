@@ -1,9 +1,14 @@
-// Package durability keeps the durability check of a running server: how
-// the store's database replicates (persist.Durable), read at start and
-// again every minute, so that a change made after start is seen. It logs
-// the result at start and on every change, and a warning whenever a
-// failover could lose ranges already handed out, and with them repeat
-// IDs; INFO, LEAF.INFO and the metrics show the last result (Last).
+// Package durability holds the durability check of a store: the optional
+// interface a store implements to tell how its database replicates
+// (Durable), and its answer (Replication, with its Safety). Like persist,
+// it holds no database code, so that the server, which shows the answer,
+// links no database/sql.
+//
+// A Watcher keeps the check of a running server: it reads the answer at
+// start and again every minute, so that a change made after start is
+// seen. It logs the result at start and on every change, and a warning
+// whenever a failover could lose ranges already handed out, and with them
+// repeat IDs; INFO, LEAF.INFO and the metrics show the last result (Last).
 //
 // The same checks read the store's identity (persist.Identified): INFO
 // and LEAF.NODES show it (StoreID), and a change of it while the server
@@ -46,11 +51,11 @@ const WarnMessage = "a failover of the database could repeat IDs: it may lose ra
 
 // Watcher checks a store's replication and keeps the last result.
 type Watcher struct {
-	store any // a persist.Durable, or a store without the check
+	store any // a Durable, or a store without the check
 	opts  Options
 	log   *slog.Logger
 
-	last atomic.Pointer[persist.Replication]
+	last atomic.Pointer[Replication]
 	id   atomic.Pointer[string] // the store's identity, as last read
 	mu   sync.Mutex             // one check at a time, so that changes are logged in order
 	seen bool                   // a check has answered (under mu)
@@ -71,7 +76,7 @@ func New(store any, opts Options) *Watcher {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{store: store, opts: opts, log: log}
-	unknown := persist.UnknownReplication("not checked yet: the database has not answered")
+	unknown := UnknownReplication("not checked yet: the database has not answered")
 	w.last.Store(&unknown)
 	none := ""
 	w.id.Store(&none)
@@ -110,19 +115,19 @@ func (w *Watcher) checkID(ctx context.Context) {
 
 // Last is the result of the last check that answered (unknown before
 // one has).
-func (w *Watcher) Last() persist.Replication { return *w.last.Load() }
+func (w *Watcher) Last() Replication { return *w.last.Load() }
 
 // Check asks the store now, logs the result when it differs from the last
 // one (at start: always), with a warning when it is unsafe, and returns
 // it. A check the database does not answer changes nothing: the result
 // stays the last one, and false is returned.
-func (w *Watcher) Check(ctx context.Context) (persist.Replication, bool) {
+func (w *Watcher) Check(ctx context.Context) (Replication, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
 	w.checkID(ctx)
-	r, err := persist.Durability(ctx, w.store)
+	r, err := Read(ctx, w.store)
 	if err != nil {
 		w.log.Debug("durability check: the database did not answer", "err", err)
 		return w.Last(), false
@@ -149,11 +154,11 @@ func (w *Watcher) Check(ctx context.Context) (persist.Replication, bool) {
 		attrs = append(attrs, "state", r.State)
 	}
 	attrs = append(attrs, "reason", r.Reason)
-	if r.Safety != persist.Unsafe && r.Advice != "" {
+	if r.Safety != Unsafe && r.Advice != "" {
 		attrs = append(attrs, "advice", r.Advice)
 	}
 	w.log.Info(msg, attrs...)
-	if r.Safety == persist.Unsafe {
+	if r.Safety == Unsafe {
 		w.log.Warn(WarnMessage+"; "+r.Reason, "kind", r.Kind, "change", r.Advice)
 	}
 	return r, true

@@ -27,11 +27,11 @@ type script struct {
 }
 
 type answer struct {
-	r   persist.Replication
+	r   durability.Replication
 	err error
 }
 
-func (s *script) Durability(context.Context) (persist.Replication, error) {
+func (s *script) Durability(context.Context) (durability.Replication, error) {
 	s.mu.Lock()
 	a := s.answers[min(s.n, len(s.answers)-1)]
 	s.n++
@@ -44,13 +44,13 @@ func (s *script) Durability(context.Context) (persist.Replication, error) {
 }
 
 var (
-	single = persist.Replication{Kind: persist.ReplicationSingle, Safety: persist.Safe, Members: 1,
+	single = durability.Replication{Kind: durability.ReplicationSingle, Safety: durability.Safe, Members: 1,
 		Reason: "no standby streams from this server"}
-	async = persist.Replication{Kind: persist.ReplicationPostgres, Safety: persist.Unsafe, Members: 2, Sync: -1, Async: -1,
+	async = durability.Replication{Kind: durability.ReplicationPostgres, Safety: durability.Unsafe, Members: 2, Sync: -1, Async: -1,
 		Reason: "1 standby streams asynchronously", Advice: "set synchronous_standby_names"}
-	async2 = persist.Replication{Kind: persist.ReplicationPostgres, Safety: persist.Unsafe, Members: 3, Sync: -1, Async: -1,
+	async2 = durability.Replication{Kind: durability.ReplicationPostgres, Safety: durability.Unsafe, Members: 3, Sync: -1, Async: -1,
 		Reason: "2 standbys stream asynchronously", Advice: "set synchronous_standby_names"}
-	hidden = persist.Replication{Kind: persist.ReplicationMySQL, Safety: persist.Unknown, Sync: -1, Async: -1,
+	hidden = durability.Replication{Kind: durability.ReplicationMySQL, Safety: durability.Unknown, Sync: -1, Async: -1,
 		Reason: "cannot see replicas", Advice: "enable semi-synchronous replication"}
 	down = errors.New("no answer")
 )
@@ -81,11 +81,11 @@ func TestCheckLogsChanges(t *testing.T) {
 		{r: single}, {r: single}, {err: down}, {r: async}, {r: async}, {r: hidden}, {r: async}, {r: async2},
 	}}
 	w := durability.New(store, durability.Options{Logger: log})
-	if r := w.Last(); r.Safety != persist.Unknown || !strings.Contains(r.Reason, "not checked yet") {
+	if r := w.Last(); r.Safety != durability.Unknown || !strings.Contains(r.Reason, "not checked yet") {
 		t.Errorf("before a check: %+v", r)
 	}
 	for i, want := range []struct {
-		r        persist.Replication
+		r        durability.Replication
 		answered bool
 		info     int // INFO lines so far
 		warn     int // WARN lines so far
@@ -131,7 +131,7 @@ func TestCheckLogsChanges(t *testing.T) {
 func TestUnknownStores(t *testing.T) {
 	log, buf := logger()
 	w := durability.New(struct{}{}, durability.Options{Logger: log})
-	if r, ok := w.Check(t.Context()); !ok || r.Kind != persist.ReplicationUnknown || r.Safety != persist.Unknown ||
+	if r, ok := w.Check(t.Context()); !ok || r.Kind != durability.ReplicationUnknown || r.Safety != durability.Unknown ||
 		!strings.Contains(r.Reason, "does not tell") {
 		t.Errorf("a store without the check: %+v, %v", r, ok)
 	}

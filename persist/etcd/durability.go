@@ -8,16 +8,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 )
 
-var _ persist.Durable = (*Store)(nil)
+var _ durability.Durable = (*Store)(nil)
 
-// Durability implements persist.Durable: etcd acknowledges a write once a
+// Durability implements durability.Durable: etcd acknowledges a write once a
 // majority of its voting members has it in its log on disk (Raft), so the
 // loss of a minority loses nothing acknowledged. The members come from
 // the member list, which every user may read; learners do not vote and
 // are not counted as members.
-func (s *Store) Durability(ctx context.Context) (persist.Replication, error) {
+func (s *Store) Durability(ctx context.Context) (durability.Replication, error) {
 	var voting, learners int
 	err := s.do(ctx, "member list", "", func(ctx context.Context, _ clientv3.KV) error {
 		c := s.conn.Load()
@@ -41,12 +42,12 @@ func (s *Store) Durability(ctx context.Context) (persist.Replication, error) {
 		return nil
 	})
 	if err != nil {
-		return persist.Replication{}, fmt.Errorf("persist: etcd: durability: %w", err)
+		return durability.Replication{}, fmt.Errorf("persist: etcd: durability: %w", err)
 	}
-	r := persist.Replication{Kind: persist.ReplicationRaft, Safety: persist.Safe, Members: voting, Sync: -1, Async: -1,
+	r := durability.Replication{Kind: durability.ReplicationRaft, Safety: durability.Safe, Members: voting, Sync: -1, Async: -1,
 		Reason: fmt.Sprintf("etcd acknowledges a write once a majority of its %d voting members has it (Raft)", voting)}
 	if voting == 1 {
-		r.Kind = persist.ReplicationSingle
+		r.Kind = durability.ReplicationSingle
 		r.Reason = "a single etcd member: a write is as safe as its disk"
 	}
 	if learners > 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/persist/etcd"
 	"github.com/leaf-id/leaf/persist/etcd/etcdtest"
 )
@@ -25,7 +26,7 @@ func TestDurability(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Kind != persist.ReplicationRaft || r.Safety != persist.Safe || r.Members != 3 ||
+	if r.Kind != durability.ReplicationRaft || r.Safety != durability.Safe || r.Members != 3 ||
 		!strings.Contains(r.Reason, "a majority of its 3 voting members") {
 		t.Errorf("got %+v, want Raft, safe, 3 members", r)
 	}

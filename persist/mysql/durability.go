@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 )
 
-var _ persist.Durable = (*Store)(nil)
+var _ durability.Durable = (*Store)(nil)
 
 // Server error numbers of the durability check.
 const (
@@ -19,7 +19,7 @@ const (
 	erParse                 = 1064 // SHOW REPLICAS before MySQL 8.0.22
 )
 
-// Durability implements persist.Durable from what any user may read:
+// Durability implements durability.Durable from what any user may read:
 // system variables (@@wsrep_on, @@log_bin, the semi-synchronous
 // replication's rpl_semi_sync_master_* or, MySQL 8.0.26's plugin,
 // rpl_semi_sync_source_*) and global status (wsrep_*,
@@ -28,12 +28,12 @@ const (
 // REPLICATION SLAVE (SHOW REPLICAS): without it, a server that writes a
 // binary log with semi-synchronous replication off is reported as
 // unknown, and the reason says so.
-func (s *Store) Durability(ctx context.Context) (persist.Replication, error) {
+func (s *Store) Durability(ctx context.Context) (durability.Replication, error) {
 	ctx, cancel := s.core.Deadline(ctx)
 	defer cancel()
 	f, err := readFacts(ctx, s.core.DB())
 	if err != nil {
-		return persist.Replication{}, fmt.Errorf("persist: mysql: durability: %w", s.core.Wrap(err))
+		return durability.Replication{}, fmt.Errorf("persist: mysql: durability: %w", s.core.Wrap(err))
 	}
 	return f.replication(), nil
 }
@@ -168,13 +168,13 @@ func (f facts) adviceSemiSync() string {
 }
 
 // replication judges f.
-func (f facts) replication() persist.Replication {
+func (f facts) replication() durability.Replication {
 	if f.tidb {
-		return persist.Replication{Kind: persist.ReplicationRaft, Safety: persist.Safe, Sync: -1, Async: -1,
+		return durability.Replication{Kind: durability.ReplicationRaft, Safety: durability.Safe, Sync: -1, Async: -1,
 			Reason: "TiDB replicates every commit through Raft (TiKV) to a majority of its replicas before acknowledging it"}
 	}
 	if f.galera {
-		r := persist.Replication{Kind: persist.ReplicationGalera, Safety: persist.Safe, Members: f.size,
+		r := durability.Replication{Kind: durability.ReplicationGalera, Safety: durability.Safe, Members: f.size,
 			Sync: max(f.size-1, 0), Async: 0, State: f.clusterStatus,
 			Reason: fmt.Sprintf("every commit is certified by the %d nodes of the Galera cluster before it is acknowledged", f.size)}
 		if f.size == 1 {
@@ -186,13 +186,13 @@ func (f facts) replication() persist.Replication {
 		}
 		return r
 	}
-	r := persist.Replication{Kind: persist.ReplicationMySQL, Sync: -1, Async: -1}
+	r := durability.Replication{Kind: durability.ReplicationMySQL, Sync: -1, Async: -1}
 	semiVar := "Rpl_semi_sync_" + f.semi + "_status"
 	fellBack := fmt.Sprintf("semi-synchronous replication is enabled but off now (%s = OFF: no replica acknowledged "+
 		"within rpl_semi_sync_%s_timeout = %d ms, or none is connected)", semiVar, f.semi, f.timeoutMS)
 	switch {
 	case f.semiOn && f.semiActive:
-		r.Safety = persist.Safe
+		r.Safety = durability.Safe
 		r.Sync = f.semiClients
 		if f.replicas >= 0 {
 			r.Async = max(f.replicas-f.semiClients, 0)
@@ -204,13 +204,13 @@ func (f facts) replication() persist.Replication {
 			r.Reason += fmt.Sprintf(", %d asynchronous: fail over only to one that acknowledged", r.Async)
 		}
 	case !f.logBin:
-		r.Kind, r.Safety, r.Members, r.Sync, r.Async = persist.ReplicationSingle, persist.Safe, 1, 0, 0
+		r.Kind, r.Safety, r.Members, r.Sync, r.Async = durability.ReplicationSingle, durability.Safe, 1, 0, 0
 		r.Reason = "the binary log is off: nothing replicates from this server, and a commit is as safe as its disk"
 	case f.replicas == 0:
-		r.Kind, r.Safety, r.Members, r.Sync, r.Async = persist.ReplicationSingle, persist.Safe, 1, 0, 0
+		r.Kind, r.Safety, r.Members, r.Sync, r.Async = durability.ReplicationSingle, durability.Safe, 1, 0, 0
 		r.Reason = "the binary log is on but no replica is connected: a commit is as safe as the server's disk"
 	case f.replicas > 0:
-		r.Safety, r.Members, r.Sync, r.Async = persist.Unsafe, 1+f.replicas, 0, f.replicas
+		r.Safety, r.Members, r.Sync, r.Async = durability.Unsafe, 1+f.replicas, 0, f.replicas
 		r.Reason = fmt.Sprintf("%d replica%s replicate%s asynchronously: a commit does not wait for them",
 			f.replicas, plural(f.replicas), plural1(f.replicas))
 		if f.semiOn {
@@ -218,7 +218,7 @@ func (f facts) replication() persist.Replication {
 		}
 		r.Advice = f.adviceSemiSync()
 	case f.semiOn:
-		r.Safety = persist.Unsafe
+		r.Safety = durability.Unsafe
 		r.Reason = fellBack
 		r.Advice = f.adviceSemiSync()
 	default:

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/persist/mysql"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
 )
 
 // durability opens a store on dsn and returns its durability check.
-func durability(t *testing.T, dsn string) persist.Replication {
+func replication(t *testing.T, dsn string) durability.Replication {
 	t.Helper()
 	s, err := mysql.Open(t.Context(), dsn, persist.Options{CreateSchema: true})
 	if err != nil {
@@ -28,8 +29,8 @@ func durability(t *testing.T, dsn string) persist.Replication {
 // A single MariaDB, as scripts/mariadb.sh starts it (--skip-log-bin):
 // nothing replicates from it.
 func TestDurabilitySingle(t *testing.T) {
-	r := durability(t, mysqltest.DSN(t))
-	if r.Kind != persist.ReplicationSingle || r.Safety != persist.Safe || r.Members != 1 || r.Sync != 0 || r.Async != 0 ||
+	r := replication(t, mysqltest.DSN(t))
+	if r.Kind != durability.ReplicationSingle || r.Safety != durability.Safe || r.Members != 1 || r.Sync != 0 || r.Async != 0 ||
 		!strings.Contains(r.Reason, "the binary log is off") {
 		t.Errorf("got %+v, want a single server, safe, its binary log off", r)
 	}
@@ -40,8 +41,8 @@ func TestDurabilitySingle(t *testing.T) {
 func TestDurabilityGalera(t *testing.T) {
 	dsns := append([]string{mysqltest.GaleraDSN(t)}, mysqltest.GaleraNodes(t)...)
 	for _, dsn := range dsns {
-		r := durability(t, dsn)
-		if r.Kind != persist.ReplicationGalera || r.Safety != persist.Safe || r.Members != 3 || r.State != "Primary" ||
+		r := replication(t, dsn)
+		if r.Kind != durability.ReplicationGalera || r.Safety != durability.Safe || r.Members != 3 || r.State != "Primary" ||
 			!strings.Contains(r.Reason, "certified by the 3 nodes") {
 			t.Errorf("got %+v, want Galera, safe, 3 nodes in the primary component", r)
 		}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 )
 
-var _ persist.Durable = (*Store)(nil)
+var _ durability.Durable = (*Store)(nil)
 
-// Durability implements persist.Durable: PostgreSQL's own account of its
+// Durability implements durability.Durable: PostgreSQL's own account of its
 // replication, from what any role may read. pg_is_in_recovery(),
 // synchronous_commit (the value of leaf's sessions: a role's or a
 // database's setting counts) and synchronous_standby_names are readable by
@@ -21,12 +21,12 @@ var _ persist.Durable = (*Store)(nil)
 // Under Patroni the standbys stream from the primary, so it shows them
 // all. CockroachDB and YugabyteDB replicate through Raft, and say so in
 // version().
-func (s *Store) Durability(ctx context.Context) (persist.Replication, error) {
+func (s *Store) Durability(ctx context.Context) (durability.Replication, error) {
 	ctx, cancel := s.core.Deadline(ctx)
 	defer cancel()
 	f, err := readFacts(ctx, s.core.DB())
 	if err != nil {
-		return persist.Replication{}, fmt.Errorf("persist: postgres: durability: %w", s.core.Wrap(err))
+		return durability.Replication{}, fmt.Errorf("persist: postgres: durability: %w", s.core.Wrap(err))
 	}
 	return f.replication(), nil
 }
@@ -101,17 +101,17 @@ const (
 )
 
 // replication judges f.
-func (f facts) replication() persist.Replication {
+func (f facts) replication() durability.Replication {
 	if f.raft != "" {
-		return persist.Replication{Kind: persist.ReplicationRaft, Safety: persist.Safe, Sync: -1, Async: -1,
+		return durability.Replication{Kind: durability.ReplicationRaft, Safety: durability.Safe, Sync: -1, Async: -1,
 			Reason: f.raft + " replicates every commit through Raft to a majority of its replicas before acknowledging it"}
 	}
-	r := persist.Replication{Kind: persist.ReplicationPostgres, Members: 1 + f.standbys, Sync: -1, Async: -1}
+	r := durability.Replication{Kind: durability.ReplicationPostgres, Members: 1 + f.standbys, Sync: -1, Async: -1}
 	if f.visible == f.standbys {
 		r.Sync, r.Async = f.sync, f.async
 	}
 	if f.standbys == 0 {
-		r.Kind = persist.ReplicationSingle
+		r.Kind = durability.ReplicationSingle
 	}
 	names := strings.TrimSpace(f.names)
 	switch {
@@ -119,29 +119,29 @@ func (f facts) replication() persist.Replication {
 		r.Reason = "connected to a standby (pg_is_in_recovery): leaf's writes fail here"
 		r.Advice = "point store.dsn at the primary (list every node with target_session_attrs=read-write)"
 	case f.syncCommit == "off":
-		r.Safety = persist.Unsafe
+		r.Safety = durability.Unsafe
 		r.Reason = "synchronous_commit = off: a commit is acknowledged before it is written, and a crash of the server loses it"
 		r.Advice = adviceCommit
 	case f.standbys == 0 && names == "":
-		r.Safety = persist.Safe
+		r.Safety = durability.Safe
 		r.Reason = "no standby streams from this server: a commit is as safe as its disk"
 	case f.standbys == 0 && f.syncCommit == "local":
-		r.Safety = persist.Safe
+		r.Safety = durability.Safe
 		r.Reason = "no standby streams from this server (synchronous_commit = local): a commit is as safe as its disk"
 	case f.standbys == 0:
-		r.Safety = persist.Safe
+		r.Safety = durability.Safe
 		r.Reason = fmt.Sprintf("synchronous_standby_names = '%s' and no standby streams now: commits wait until one does", names)
 	case names == "":
-		r.Safety = persist.Unsafe
+		r.Safety = durability.Unsafe
 		r.Reason = fmt.Sprintf("%s stream%s asynchronously (synchronous_standby_names is empty): a commit does not wait for %s",
 			standbys(f.standbys), plural(f.standbys, "", "s"), plural(f.standbys, "them", "it"))
 		r.Advice = adviceStandby
 	case f.syncCommit == "local":
-		r.Safety = persist.Unsafe
+		r.Safety = durability.Unsafe
 		r.Reason = fmt.Sprintf("synchronous_commit = local: a commit does not wait for the %s", standbys(f.standbys))
 		r.Advice = adviceCommit
 	case f.visible < f.standbys:
-		r.Safety = persist.Safe
+		r.Safety = durability.Safe
 		r.Reason = fmt.Sprintf("a commit waits for the standbys of synchronous_standby_names = '%s' (%s stream%s; "+
 			"which are synchronous shows only to a role with pg_read_all_stats)", names, standbys(f.standbys), plural(f.standbys, "", "s"))
 	case f.sync == 0:
@@ -149,7 +149,7 @@ func (f facts) replication() persist.Replication {
 			"commits wait, and those acknowledged before may be missing on them", names, standbys(f.standbys))
 		r.Advice = "bring a synchronous standby back before any failover"
 	default:
-		r.Safety = persist.Safe
+		r.Safety = durability.Safe
 		r.Reason = fmt.Sprintf("a commit waits for %d synchronous standby%s (synchronous_standby_names = '%s')",
 			f.sync, plural(f.sync, "s", ""), names)
 		if f.async > 0 {

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/persist/postgres"
 	"github.com/leaf-id/leaf/persist/postgres/postgrestest"
 )
 
 // durability opens a store on dsn and returns its durability check.
-func durability(t *testing.T, dsn string) persist.Replication {
+func replication(t *testing.T, dsn string) durability.Replication {
 	t.Helper()
 	s, err := postgres.Open(t.Context(), dsn, persist.Options{CreateSchema: true})
 	if err != nil {
@@ -29,7 +30,7 @@ func durability(t *testing.T, dsn string) persist.Replication {
 
 // check fails the test unless r is of kind, safety, members, sync and
 // async replicas, and its reason says want.
-func check(t *testing.T, r persist.Replication, kind string, safety persist.Safety, members, sync, async int, want string) {
+func check(t *testing.T, r durability.Replication, kind string, safety durability.Safety, members, sync, async int, want string) {
 	t.Helper()
 	if r.Kind != kind || r.Safety != safety || r.Members != members || r.Sync != sync || r.Async != async {
 		t.Errorf("got %s %s, members %d, sync %d, async %d; want %s %s, members %d, sync %d, async %d",
@@ -38,7 +39,7 @@ func check(t *testing.T, r persist.Replication, kind string, safety persist.Safe
 	if !strings.Contains(r.Reason, want) {
 		t.Errorf("reason %q, want it to say %q", r.Reason, want)
 	}
-	if (r.Safety == persist.Unsafe) != (r.Advice != "") {
+	if (r.Safety == durability.Unsafe) != (r.Advice != "") {
 		t.Errorf("%s with advice %q", r.Safety, r.Advice)
 	}
 }
@@ -71,9 +72,9 @@ func asRole(t *testing.T, dsn, role, password string) string {
 // alone.
 func TestDurabilitySingle(t *testing.T) {
 	dsn := postgrestest.DSN(t)
-	check(t, durability(t, dsn), persist.ReplicationSingle, persist.Safe, 1, 0, 0, "no standby streams from this server")
+	check(t, replication(t, dsn), durability.ReplicationSingle, durability.Safe, 1, 0, 0, "no standby streams from this server")
 	off := postgrestest.WithParam(t, dsn, "synchronous_commit", "off")
-	check(t, durability(t, off), persist.ReplicationSingle, persist.Unsafe, 1, 0, 0, "synchronous_commit = off")
+	check(t, replication(t, off), durability.ReplicationSingle, durability.Unsafe, 1, 0, 0, "synchronous_commit = off")
 }
 
 // The check answers through the store a server uses, which opens the
@@ -84,11 +85,11 @@ func TestDurabilityDeferred(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r, err := persist.Durability(t.Context(), s)
+	r, err := durability.Read(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, r, persist.ReplicationSingle, persist.Safe, 1, 0, 0, "no standby streams from this server")
+	check(t, r, durability.ReplicationSingle, durability.Safe, 1, 0, 0, "no standby streams from this server")
 }
 
 // A primary with a standby streaming asynchronously (scripts/postgres.sh
@@ -101,12 +102,12 @@ func TestDurabilityAsyncStandby(t *testing.T) {
 	admin := postgrestest.AsyncPrimary(t)
 	role, password := statsRole(t, admin)
 	dsn := postgrestest.NewDatabase(t, admin)
-	check(t, durability(t, dsn), persist.ReplicationPostgres, persist.Unsafe, 2, -1, -1,
+	check(t, replication(t, dsn), durability.ReplicationPostgres, durability.Unsafe, 2, -1, -1,
 		"1 standby streams asynchronously (synchronous_standby_names is empty)")
-	check(t, durability(t, asRole(t, dsn, role, password)), persist.ReplicationPostgres, persist.Unsafe, 2, 0, 1,
+	check(t, replication(t, asRole(t, dsn, role, password)), durability.ReplicationPostgres, durability.Unsafe, 2, 0, 1,
 		"1 standby streams asynchronously")
 	local := postgrestest.WithParam(t, dsn, "synchronous_commit", "local")
-	check(t, durability(t, local), persist.ReplicationPostgres, persist.Unsafe, 2, -1, -1,
+	check(t, replication(t, local), durability.ReplicationPostgres, durability.Unsafe, 2, -1, -1,
 		"1 standby streams asynchronously")
 }
 
@@ -119,11 +120,11 @@ func TestDurabilityPatroni(t *testing.T) {
 	admin := postgrestest.Patroni(t)
 	role, password := statsRole(t, admin)
 	dsn := postgrestest.NewDatabase(t, admin)
-	check(t, durability(t, dsn), persist.ReplicationPostgres, persist.Safe, 3, -1, -1,
+	check(t, replication(t, dsn), durability.ReplicationPostgres, durability.Safe, 3, -1, -1,
 		"a commit waits for the standbys of synchronous_standby_names")
-	check(t, durability(t, asRole(t, dsn, role, password)), persist.ReplicationPostgres, persist.Safe, 3, 1, 1,
+	check(t, replication(t, asRole(t, dsn, role, password)), durability.ReplicationPostgres, durability.Safe, 3, 1, 1,
 		"a commit waits for 1 synchronous standby")
 	local := postgrestest.WithParam(t, dsn, "synchronous_commit", "local")
-	check(t, durability(t, local), persist.ReplicationPostgres, persist.Unsafe, 3, -1, -1,
+	check(t, replication(t, local), durability.ReplicationPostgres, durability.Unsafe, 3, -1, -1,
 		"synchronous_commit = local")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 	"github.com/leaf-id/leaf/persist/sqlite"
 )
 
@@ -15,11 +16,11 @@ func TestDurability(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r, err := persist.Durability(t.Context(), s)
+	r, err := durability.Read(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Kind != persist.ReplicationSingle || r.Safety != persist.Safe || r.Members != 1 || r.Sync != 0 || r.Async != 0 {
+	if r.Kind != durability.ReplicationSingle || r.Safety != durability.Safe || r.Members != 1 || r.Sync != 0 || r.Async != 0 {
 		t.Errorf("got %+v, want a single server, safe", r)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/leaf-id/leaf/persist"
+	"github.com/leaf-id/leaf/persist/durability"
 )
 
 // Deferred is a store that may start while its database is down. Until
@@ -218,18 +219,18 @@ func (d *Deferred) GiveBackBatchAfter(ctx context.Context, reqs []persist.GiveBa
 	return b.GiveBackBatchAfter(ctx, reqs, seen)
 }
 
-var _ persist.Durable = (*Deferred)(nil)
+var _ durability.Durable = (*Deferred)(nil)
 
-// Durability implements persist.Durable: the opened backend's answer. Before
+// Durability implements durability.Durable: the opened backend's answer. Before
 // the database was opened it does not try to open it (the allocator's calls
 // do): ErrUnavailable.
-func (d *Deferred) Durability(ctx context.Context) (persist.Replication, error) {
+func (d *Deferred) Durability(ctx context.Context) (durability.Replication, error) {
 	if d.closed.Load() {
-		return persist.Replication{}, persist.ErrClosed
+		return durability.Replication{}, persist.ErrClosed
 	}
 	m := d.m.Load()
 	if m == nil {
-		return persist.Replication{}, fmt.Errorf("persist: %s: %w: not opened yet", d.name, persist.ErrUnavailable)
+		return durability.Replication{}, fmt.Errorf("persist: %s: %w: not opened yet", d.name, persist.ErrUnavailable)
 	}
-	return persist.Durability(ctx, m.Backend)
+	return durability.Read(ctx, m.Backend)
 }

@@ -1,4 +1,4 @@
-package persist
+package durability
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 type Durable interface {
 	// Durability reads the replication of the database as the store's
 	// user may see it. Only what the database cannot be asked is an
-	// error (ErrUnavailable: it did not answer); what the user may not
+	// error (persist.ErrUnavailable: it did not answer); what the user may not
 	// read makes the answer Unknown, with the reason, never an error.
 	Durability(ctx context.Context) (Replication, error)
 }
@@ -123,9 +123,9 @@ func UnknownReplication(reason string) Replication {
 	return Replication{Kind: ReplicationUnknown, Safety: Unknown, Sync: -1, Async: -1, Reason: reason}
 }
 
-// Durability is the answer of s's Durable, or UnknownReplication when s
-// has none.
-func Durability(ctx context.Context, s any) (Replication, error) {
+// Read is the answer of s's Durable, or UnknownReplication when s has
+// none.
+func Read(ctx context.Context, s any) (Replication, error) {
 	d, ok := s.(Durable)
 	if !ok {
 		return UnknownReplication("the store does not tell how it replicates"), nil
