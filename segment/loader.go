@@ -413,9 +413,11 @@ func (t *Tag) dedicatedLocked(ctx context.Context, n int64) (int64, error) {
 	for attempt := 1; ; attempt++ {
 		h0, s0 := t.high, t.steps
 		d0 := t.a.drops.Load()
+		t.dedicating++ // Close gives nothing back under it
 		t.mu.Unlock()
 		r, err = t.a.take(ctx, t.name, n)
 		t.mu.Lock()
+		t.dedicating--
 		t.noteTakeLocked(r, err)
 		if err == nil {
 			err = t.checkLocked(r, h0)

@@ -78,7 +78,10 @@ func (t *Tag) giveBackRequest() (r persist.GiveBackRequest, ok bool) {
 		t.retry()
 		t.retry = nil
 	}
-	if !t.init {
+	if !t.init || t.dedicating > 0 {
+		// A dedicated range in flight may commit after the give-back
+		// and start where it lowered max_id, below the segment it was
+		// asked beside: the unused IDs stay a gap instead.
 		return r, false
 	}
 	cur := t.cur.Load()

@@ -205,3 +205,48 @@ func sortedInts(s []int) []int {
 	slices.Sort(s)
 	return s
 }
+
+// TestCloseLeavesDedicatedRangeAlone: Close runs while an INCRBY's
+// dedicated range is being taken. Giving the tag's cached IDs back would
+// lower max_id under that take, which would then answer a range below the
+// IDs the tag had reserved, refused as max_id lowered by hand (the
+// request got an error, where it should get its range). The tag's unused
+// IDs stay a gap instead, and the range is handed out.
+func TestCloseLeavesDedicatedRangeAlone(t *testing.T) {
+	store := newFakeStore(map[string]int64{"a": 100})
+	o := testOptions(newClock())
+	o.MaxStep = 100 // keep the step at the table's: a frozen clock doubles it up to MaxStep
+	a := New(store, o)
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tag := mustLookup(t, a, "a")
+	last := mustNext(t, tag) // [1, 101) cached
+	waitLoad(t, tag)
+	hold := faultstore.NewHold()
+	store.Inject(hold.Fault, faultstore.OpTake)
+	type result struct {
+		last int64
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := tag.NextN(context.Background(), 250) // beyond any segment: a dedicated range
+		done <- result{l, err}
+	}()
+	<-hold.Entered()
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.Calls(faultstore.OpGiveBack); n != 0 {
+		t.Errorf("Close gave back %d times under a dedicated range in flight", n)
+	}
+	hold.Release()
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("INCRBY 250 during Close: %v", res.err)
+	}
+	if first := res.last - 249; first <= last || res.last >= store.db.MaxID("a") {
+		t.Fatalf("dedicated range [%d, %d] after ID %d, max_id %d", first, res.last, last, store.db.MaxID("a"))
+	}
+}

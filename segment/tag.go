@@ -68,6 +68,7 @@ type Tag struct {
 	skipped    int64 // cached IDs a floor skipped: never handed out
 	lastIssued int64 // highest ID issued from a retired segment or dedicated range
 	switchedAt int64 // unix nanos when cur became current
+	dedicating int   // dedicated ranges being taken (dedicatedLocked)
 	// markAt and markUsed are when cur's probe was crossed and the IDs
 	// used then (markSeg: of which segment), for the rate at its
 	// prefetch point: since the switch it would count the time the tag
@@ -383,6 +384,7 @@ func (t *Tag) switchLocked() {
 	}
 	t.cur.Store(t.next)
 	t.next = nil
+	t.markSeg = nil // the retired segment's mark: let it go
 	if old != t.a.empty {
 		t.pos ^= 1 // the first segment takes slot 0, as in Leaf
 	}
