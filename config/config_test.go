@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bufio"
 	"bytes"
 	"log/slog"
 	"os"
@@ -87,24 +86,15 @@ func TestLeafYAMLDocumentsEveryKey(t *testing.T) {
 func checkComments(t *testing.T, path string, data []byte) {
 	t.Helper()
 	var order []string
-	section, prev := "", ""
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
-		case !strings.HasPrefix(line, " "):
-			section, _, _ = strings.Cut(trimmed, ":")
-		default:
-			name, _, _ := strings.Cut(trimmed, ":")
-			order = append(order, section+"."+name)
-			if !strings.HasPrefix(strings.TrimSpace(prev), "#") {
-				t.Errorf("%s:%d: key %s.%s has no comment line above it", path, n, section, name)
-			}
+	yamlLines(data, func(n int, _, key, prev string) {
+		if key == "" {
+			return
 		}
-		prev = line
-	}
+		order = append(order, key)
+		if !strings.HasPrefix(strings.TrimSpace(prev), "#") {
+			t.Errorf("%s:%d: key %s has no comment line above it", path, n, key)
+		}
+	})
 	var want []string
 	for _, k := range keys() {
 		want = append(want, k.name)

@@ -36,26 +36,42 @@ func withDefaults(t *testing.T, data []byte) []byte {
 		}
 	}
 	var out bytes.Buffer
-	section := ""
+	yamlLines(data, func(_ int, line, key, _ string) {
+		if key != "" {
+			v, ok := values[key]
+			if !ok {
+				t.Fatalf("leaf.yaml sets %s, which is no key", key)
+			}
+			_, name, _ := strings.Cut(key, ".")
+			line = line[:strings.Index(line, name)] + name + ": " + v
+		}
+		out.WriteString(line + "\n")
+	})
+	return out.Bytes()
+}
+
+// yamlLines calls f with each line of a file shaped as leaf.yaml (sections
+// of keys, one level deep), its number from 1, the key it sets
+// ("section.name"; "" on a comment, a blank or a section's line) and the
+// line before it.
+func yamlLines(data []byte, f func(n int, line, key, prev string)) {
+	section, prev := "", ""
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
+	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		trimmed := strings.TrimSpace(line)
+		key := ""
 		switch {
 		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
 		case !strings.HasPrefix(line, " "):
 			section, _, _ = strings.Cut(trimmed, ":")
 		default:
 			name, _, _ := strings.Cut(trimmed, ":")
-			v, ok := values[section+"."+name]
-			if !ok {
-				t.Fatalf("leaf.yaml sets %s.%s, which is no key", section, name)
-			}
-			line = line[:strings.Index(line, name)] + name + ": " + v
+			key = section + "." + name
 		}
-		out.WriteString(line + "\n")
+		f(n, line, key, prev)
+		prev = line
 	}
-	return out.Bytes()
 }
 
 // TestLeafYAMLValues: every value in the documented leaf.yaml is Default's,

@@ -19,6 +19,7 @@ import (
 	"github.com/leaf-id/leaf/persist"
 	"github.com/leaf-id/leaf/persist/mysql"
 	"github.com/leaf-id/leaf/persist/mysql/mysqltest"
+	"github.com/leaf-id/leaf/persist/storetest"
 )
 
 // retryLog is a slog handler that keeps every record and signals each
@@ -124,15 +125,7 @@ func TestMySQLLockWaitRetried(t *testing.T) {
 	s, h := openLockTest(t, dsn, 30*time.Second)
 	tx := lockedRow(t, dsn, "t")
 
-	type result struct {
-		r   persist.Range
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.Take(context.Background(), "t", 0)
-		done <- result{r, err}
-	}()
+	done := storetest.TakeAsync(s, "t", 0)
 	// The lock is released right after the first retry: the Take met 1205
 	// and went on.
 	select {
@@ -141,16 +134,16 @@ func TestMySQLLockWaitRetried(t *testing.T) {
 			t.Errorf("retried on %q, want error 1205", e)
 		}
 	case res := <-done:
-		t.Fatalf("Take returned under a held lock: %+v, %v", res.r, res.err)
+		t.Fatalf("Take returned under a held lock: %+v, %v", res.Range, res.Err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done
-	got := res.r
+	got := res.Range
 	got.Retries = 0
-	if res.err != nil || got != (persist.Range{Start: 1, End: 11, Step: 10}) || res.r.Retries < 1 {
-		t.Fatalf("Take after the lock was released = %+v, %v; want [1, 11) after a retry", res.r, res.err)
+	if res.Err != nil || got != (persist.Range{Start: 1, End: 11, Step: 10}) || res.Range.Retries < 1 {
+		t.Fatalf("Take after the lock was released = %+v, %v; want [1, 11) after a retry", res.Range, res.Err)
 	}
 }
 

@@ -122,21 +122,13 @@ func openStore(t *testing.T, dsn string, guard bool) *postgres.Store {
 // commits other once the Take waits, and returns what the Take answered.
 func takeBehind(t *testing.T, s persist.Store, raw *sql.DB, other *sql.Tx) (persist.Range, error) {
 	t.Helper()
-	type result struct {
-		r   persist.Range
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := s.Take(context.Background(), "t", 0)
-		done <- result{r, err}
-	}()
+	done := storetest.TakeAsync(s, "t", 0)
 	waitLockWait(t, raw)
 	if err := other.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done
-	return res.r, res.err
+	return res.Range, res.Err
 }
 
 // waitLockWait polls until a session of the database waits for a lock.

@@ -248,11 +248,11 @@ func (c *Core) takeBatched(ctx context.Context, tag string, size int64, r *persi
 	// COMMIT's.
 	sets := [][]any{{&n}}
 	if high > r.Start {
-		moved := persist.Range{Start: high, End: high + r.Size(), Step: r.Step, Repaired: true, Answered: r.Start}
-		if high > math.MaxInt64-r.Size() {
+		var moved persist.Range
+		if moved, err = movedAbove(*r, high); err != nil {
 			_, rerr := conn.ExecContext(ctx, "ROLLBACK")
 			open = rerr != nil
-			return fmt.Errorf("%w: the guard is at %d, max_id at %d", persist.ErrOverflow, high, r.End)
+			return err
 		}
 		rows, err = conn.QueryContext(ctx, c.q.moveRangeBatch, moved.End, tag, r.End, moved.End, tag, moved.End, tag, moved.End)
 		sets = append(sets, []any{new(int64)})
@@ -343,20 +343,31 @@ func (c *Core) readGuarded(ctx context.Context, tx *sql.Tx, tag string) (maxID, 
 // above high either way.
 func (c *Core) guardTake(ctx context.Context, e execer, tag string, high int64, r *persist.Range) error {
 	if high > r.Start {
-		size := r.Size()
-		if high > math.MaxInt64-size {
-			return fmt.Errorf("%w: the guard is at %d, max_id at %d", persist.ErrOverflow, high, r.End)
+		moved, err := movedAbove(*r, high)
+		if err != nil {
+			return err
 		}
 		// Compare-and-set on the max_id this transaction wrote, so that
 		// it never lowers a max_id when it runs alone (Dialect.Verify).
-		if err := c.one(ctx, e, c.q.moveRange, high+size, tag, r.End); err != nil {
+		if err := c.one(ctx, e, c.q.moveRange, moved.End, tag, r.End); err != nil {
 			return err
 		}
-		*r = persist.Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}
+		*r = moved
 	}
 	// Only ever raised, and never above max_id: alone it leaves no
 	// guard ahead of a max_id that was not moved.
 	return c.one(ctx, e, c.q.raiseGuard, r.End, tag, r.End, tag, r.End)
+}
+
+// movedAbove is r, a range below the guard at high, moved up to start
+// there, as the guard repairs it; ErrOverflow when its end would pass
+// math.MaxInt64.
+func movedAbove(r persist.Range, high int64) (persist.Range, error) {
+	size := r.Size()
+	if high > math.MaxInt64-size {
+		return persist.Range{}, fmt.Errorf("%w: the guard is at %d, max_id at %d", persist.ErrOverflow, high, r.End)
+	}
+	return persist.Range{Start: high, End: high + size, Step: r.Step, Repaired: true, Answered: r.Start}, nil
 }
 
 // one runs a statement that, in a transaction holding the row's lock,

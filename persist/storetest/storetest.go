@@ -790,3 +790,15 @@ func testConcurrentCreate(t *testing.T, open Opener) {
 	}
 	wantRow(t, stores[0], "new", 1, int64(winner+1))
 }
+
+// TakeAsync runs s.Take(tag, size) in a goroutine; its answer comes on
+// the channel, for a test that holds the Take up (a lock, a proxy) while
+// it watches it.
+func TakeAsync(s persist.Store, tag string, size int64) <-chan persist.TakeResult {
+	done := make(chan persist.TakeResult, 1)
+	go func() {
+		r, err := s.Take(context.Background(), tag, size)
+		done <- persist.TakeResult{Range: r, Err: err}
+	}()
+	return done
+}
