@@ -100,39 +100,6 @@ type TakeResult struct {
 	Err     error
 }
 
-// FailAll answers every request of a batch with err: the store could not
-// be reached, so nothing was taken.
-func FailAll(reqs []TakeRequest, err error) []TakeResult {
-	res := make([]TakeResult, len(reqs))
-	for i := range res {
-		res[i].Err = err
-	}
-	return res
-}
-
-// TakeEach answers a batch one request at a time, with create (Store's
-// Create, for a request that asks to create its row) then take (Store's
-// Take): TakeBatch's results without its single round trip, for a store
-// that has no better way, such as a wrapper that changes what Take does.
-func TakeEach(ctx context.Context, reqs []TakeRequest,
-	take func(ctx context.Context, tag string, size int64) (Range, error),
-	create func(ctx context.Context, name string, step int64, description string) (bool, error),
-) []TakeResult {
-	res := make([]TakeResult, len(reqs))
-	for i, q := range reqs {
-		if q.Create != 0 {
-			created, err := create(ctx, q.Tag, q.Create, "")
-			if err != nil {
-				res[i].Err = err
-				continue
-			}
-			res[i].Created = created
-		}
-		res[i].Range, res[i].Err = take(ctx, q.Tag, q.Size)
-	}
-	return res
-}
-
 // Store is the database behind the allocator. Every method takes a context
 // and honours its deadline. Implementations are safe for concurrent use,
 // also by several processes sharing one database.

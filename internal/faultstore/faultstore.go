@@ -224,7 +224,7 @@ func (s *Store) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []per
 	s.mu.Lock()
 	s.batches = append(s.batches, len(reqs))
 	s.mu.Unlock()
-	return persist.TakeEach(ctx, reqs, s.Take, s.Create)
+	return takeEach(ctx, reqs, s.Take, s.Create)
 }
 
 // Tags implements persist.Store.

@@ -115,7 +115,7 @@ func (d *Deferred) Take(ctx context.Context, tag string, size int64) (persist.Ra
 func (d *Deferred) TakeBatch(ctx context.Context, reqs []persist.TakeRequest) []persist.TakeResult {
 	m, err := d.store(ctx)
 	if err != nil {
-		return persist.FailAll(reqs, err)
+		return failAll(reqs, err)
 	}
 	return m.TakeBatch(ctx, reqs)
 }
@@ -233,4 +233,14 @@ func (d *Deferred) Durability(ctx context.Context) (durability.Replication, erro
 		return durability.Replication{}, fmt.Errorf("persist: %s: %w: not opened yet", d.name, persist.ErrUnavailable)
 	}
 	return durability.Read(ctx, m.Backend)
+}
+
+// failAll answers every request of a batch with err: the store could not
+// be reached, so nothing was taken.
+func failAll(reqs []persist.TakeRequest, err error) []persist.TakeResult {
+	res := make([]persist.TakeResult, len(reqs))
+	for i := range res {
+		res[i].Err = err
+	}
+	return res
 }
