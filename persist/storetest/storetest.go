@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -645,9 +646,18 @@ func sizeFor(w, i int) int64 {
 
 const (
 	workers = 50
-	rounds  = 200
 	step    = 10
 )
+
+// rounds is how many Takes each worker of the concurrency tests makes: 40
+// in make test (2,000 Takes of one row by 50 workers, as contended as
+// more), 200 with LEAF_TEST_LONG=1.
+func rounds() int {
+	if os.Getenv("LEAF_TEST_LONG") != "" {
+		return 200
+	}
+	return 40
+}
 
 // ConcurrentTakes checks that workers x rounds Takes of one tag, spread
 // over handles handles on one database, never overlap and leave no hole.
@@ -665,7 +675,7 @@ func ConcurrentTakes(t *testing.T, open Opener, handles int) (retries int) {
 	for w := range workers {
 		wg.Go(func() {
 			s := stores[w%handles]
-			for i := range rounds {
+			for i := range rounds() {
 				size := sizeFor(w, i)
 				r, err := s.Take(t.Context(), "hot", size)
 				if err != nil {
@@ -681,8 +691,8 @@ func ConcurrentTakes(t *testing.T, open Opener, handles int) (retries int) {
 		return 0
 	}
 	all := slices.Concat(results...)
-	if len(all) != workers*rounds {
-		t.Fatalf("%d ranges, want %d", len(all), workers*rounds)
+	if len(all) != workers*rounds() {
+		t.Fatalf("%d ranges, want %d", len(all), workers*rounds())
 	}
 	checkTiling(t, all, step, mustTag(t, stores[0], "hot").MaxID)
 	for _, g := range all {
@@ -711,7 +721,7 @@ func testConcurrentGiveBack(t *testing.T, open Opener) {
 	for w := range workers {
 		wg.Go(func() {
 			s := stores[w%len(stores)]
-			for i := range rounds / 2 {
+			for i := range rounds() / 2 {
 				size := sizeFor(w, i)
 				mode := (w + i) % 3 // 0: give back alone, 1: give back racing, 2: keep
 				if mode == 0 {
