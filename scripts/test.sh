@@ -140,7 +140,10 @@ if [ -n "$galera_pid" ]; then
 	galera_pid=""
 fi
 
-go test -race -count=1 -timeout 40m ./...
+# e2e's tests mostly wait (leases running out, servers restarting, other
+# processes answering): twice as many run side by side as there are
+# cores, not go test's default of one per core.
+go test -race -count=1 -timeout 40m -parallel "$((2 * $(nproc)))" ./...
 
 # Every fuzz target for a short fixed time (FUZZTIME), beyond its checked-in
 # seed corpus (testdata/fuzz/), which the plain run above already replays.
