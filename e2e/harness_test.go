@@ -4,17 +4,16 @@ package e2e
 // the module's root, and the tests drive it as users do, over real
 // sockets, with real signals.
 //
-// The tests run in parallel (go test's -parallel: make test sets twice
-// the cores),
-// and so do their subtests on each store: every leaf process listens on a
-// port of its own, and every test has a store of its own (a SQLite file
-// in its temporary directory, a fresh database of the shared MariaDB or
-// PostgreSQL, a fresh prefix of the shared etcd cluster, or a server of
-// its own that it crashes). Most of what they wait for is time: leases
-// and acknowledgements running out, databases restarting. The few whose
-// checks lean on a short deadline (a lease of a second or two, a node
-// timeout, the shutdown's deadline) are not parallel: they run first, one
-// at a time (a test's subtests on different stores side by side). The
+// The tests run in parallel (go test's -parallel: make test sets twice the
+// cores), and so do their subtests on each store: every leaf process
+// listens on a port of its own, and every test has a store of its own (a
+// SQLite file in its temporary directory, a fresh database of the shared
+// MariaDB or PostgreSQL, a fresh prefix of the shared etcd cluster, or a
+// server of its own that it crashes). Most of what they wait for is time:
+// leases and acknowledgements running out, databases restarting. The few
+// whose checks lean on a short deadline (a lease of a second or two, a
+// node timeout, the shutdown's deadline) are not parallel: they run first,
+// one at a time (a test's subtests on different stores side by side). The
 // replicated clusters the tests share are held by file locks
 // (mysqltest.GaleraLock, lockPatroni).
 
