@@ -12,9 +12,10 @@ import (
 // outage, as a background reload: reloadLocked) on the loader pool
 // (pool.go); the worker that takes it plans it (startRun, planLocked) and
 // takes the ranges of every load it took in one store round trip
-// (loadGroup); each tag then finishes its own (finishLoad): the range is
-// checked and becomes the next segment, or the failure is recorded and the
-// load retried (scheduleRetryLocked). A request for more IDs than a segment
+// (loadGroup), which tells the store's health each answer (health.go)
+// around each tag's finishing its own (finishLoad): the range is checked
+// and becomes the next segment, or the failure is recorded and the load
+// retried (scheduleRetryLocked). A request for more IDs than a segment
 // holds takes a range of its own, at once (dedicatedLocked).
 
 // errDiscarded marks a load whose range ended up below a dedicated range
@@ -171,7 +172,17 @@ func (a *Allocator) loadGroup(group []plannedLoad) {
 		outage[i] = a.outage(context.Background(), res[i].Err, mark)
 	}
 	for i, p := range group {
+		// An answer is noted before the load's waiters learn it (no lock
+		// held), so that no request served after it finds the store away;
+		// the store going away, once they have it: it releases the other
+		// requests waiting, not these.
+		if !outage[i] {
+			a.noteOutcome(res[i].Err, false)
+		}
 		p.t.finishLoad(p, res[i], outage[i])
+		if outage[i] {
+			a.noteOutcome(res[i].Err, true)
+		}
 	}
 }
 
@@ -210,14 +221,10 @@ func (a *Allocator) observedTake(ctx context.Context, tag string, size int64) (p
 }
 
 // finishLoad ends p's load with res, the store's answer; outage: res's
-// failure makes the store away.
+// failure makes the store away (loadGroup notes it once this returns).
 func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
 	a := t.a
 	r, err := res.Range, res.Err
-	if !outage {
-		a.noteOutcome(err, false) // before the waiters learn it: no lock held
-	}
-
 	t.mu.Lock()
 	t.noteTakeLocked(r, err)
 	if err == nil {
@@ -280,11 +287,6 @@ func (t *Tag) finishLoad(p plannedLoad, res persist.TakeResult, outage bool) {
 			a.noteCreated("tag", t.name, "step", p.create)
 		}
 		a.endLookup(c, t, lookupErr)
-	}
-	if outage {
-		// Noted once this load's waiters have its outcome: the store going
-		// away releases the other requests waiting, not these.
-		a.noteOutcome(err, true)
 	}
 }
 
