@@ -4,8 +4,8 @@ package e2e
 // the module's root, and the tests drive it as users do, over real
 // sockets, with real signals.
 //
-// The tests run in parallel (go test's -parallel: make test sets twice the
-// cores), and so do their subtests on each store: every leaf process
+// The tests run in parallel (go test's -parallel: make test sets at least
+// four), and so do their subtests on each store: every leaf process
 // listens on a port of its own, and every test has a store of its own (a
 // SQLite file in its temporary directory, a fresh database of the shared
 // MariaDB or PostgreSQL, a fresh prefix of the shared etcd cluster, or a

@@ -141,9 +141,11 @@ if [ -n "$galera_pid" ]; then
 fi
 
 # e2e's tests mostly wait (leases running out, servers restarting, other
-# processes answering): twice as many run side by side as there are
-# cores, not go test's default of one per core.
-go test -race -count=1 -timeout 40m -parallel "$((2 * $(nproc)))" ./...
+# processes answering): at least four run side by side, where go test's
+# default is one per core.
+parallel=$(nproc)
+if [ "$parallel" -lt 4 ]; then parallel=4; fi
+go test -race -count=1 -timeout 40m -parallel "$parallel" ./...
 
 # Every fuzz target for a short fixed time (FUZZTIME), beyond its checked-in
 # seed corpus (testdata/fuzz/), which the plain run above already replays.
