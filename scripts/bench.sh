@@ -25,9 +25,9 @@
 #     with segment INCR, and one per leaf tag and depth gives the median
 #     of the rate ratios leaf/redis within each round.
 #  3. A distant database: redis-benchmark -c 50 -P 1, 300,000 INCRs of one
-#     tag that was idle (created and used once by one INCR), against leaf on a throwaway MariaDB and a throwaway
-#     PostgreSQL, first directly, then through a proxy that delays every
-#     byte 50 ms each way (internal/cmd/delayproxy, built here): both
+#     tag that was idle (created and used once by one INCR), against leaf
+#     on a throwaway MariaDB and a throwaway PostgreSQL, first directly,
+#     then through a proxy that delays every byte 50 ms each way (internal/cmd/delayproxy, built here): both
 #     rates, their ratio, the max and p99 latencies, and the loads a
 #     request waited for (INFO leaf waited_loads), per database.
 #
@@ -173,6 +173,11 @@ echo
 echo "== building leaf"
 CGO_ENABLED=0 go build -trimpath -o "$work/leaf" .
 
+# leaf_info PORT FIELD prints FIELD of INFO leaf of the leaf on PORT.
+leaf_info() {
+	redis-cli -h 127.0.0.1 -p "$1" INFO leaf | tr -d '\r' | sed -n "s/^$2://p"
+}
+
 # The distant database: for each database, leaf directly on it, then
 # through delayproxy, one leaf at a time, each on a fresh tag of its own
 # (created by its first INCR), each stopped before the next starts.
@@ -221,7 +226,7 @@ slowdb_bench() (
 			# The tag is created and used once, then meets the burst:
 			# a tag that was idle, its step at the start.
 			redis-cli -h 127.0.0.1 -p "$port" INCR "slowdb-$delay" >/dev/null
-			before=$(redis-cli -h 127.0.0.1 -p "$port" INFO leaf | tr -d '\r' | sed -n 's/^waited_loads://p')
+			before=$(leaf_info "$port" waited_loads)
 			out=$(redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -n "$SLOWDB_REQUESTS" -P 1 --csv INCR "slowdb-$delay" 2>&1) || {
 				echo "redis-benchmark against leaf on $db ($delay each way) failed: $out" >&2
 				exit 1
@@ -232,7 +237,7 @@ slowdb_bench() (
 			fi
 			# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
 			read -r "rps[$run]" "p99[$run]" "max[$run]" < <(awk -F'"' '$2 ~ /^INCR/ { print $4, $14, $16 }' <<<"$out")
-			waited[$run]=$(($(redis-cli -h 127.0.0.1 -p "$port" INFO leaf | tr -d '\r' | sed -n 's/^waited_loads://p') - before))
+			waited[$run]=$(($(leaf_info "$port" waited_loads) - before))
 			echo "leaf on $db, $delay each way: ${rps[$run]} rps, p99 ${p99[$run]} ms, max ${max[$run]} ms, ${waited[$run]} loads waited for"
 			stop_pid "$lpid" 30 || echo "leaf on $db ($delay each way) needed SIGKILL" >&2
 			lpid=""
@@ -437,7 +442,7 @@ done
 echo
 for s in "${servers[@]}"; do
 	[ "${s%%-*}" = leaf ] || continue
-	w=$(redis-cli -h 127.0.0.1 -p "${port[$s]}" INFO leaf | tr -d '\r' | sed -n 's/^waits://p')
+	w=$(leaf_info "${port[$s]}" waits)
 	echo "$s: requests that waited on the store, warm-up included: ${w:-?}"
 done
 if [ "$SLOWDB" != 0 ]; then
